@@ -1,0 +1,40 @@
+# agentrl — the two commands: `make demo` and `make test`. Both run `make setup` first; setup is idempotent
+# (a second run takes seconds). On a fresh Debian machine, as root, setup installs everything it needs.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup python docker images model demo test test-unit lint clean-runs
+
+setup: python docker images model
+
+python:
+	@bash scripts/setup_python.sh $(VENV)
+
+docker:
+	@bash scripts/setup_docker.sh
+
+images: docker
+	@bash scripts/build_images.sh
+
+model: python
+	@$(PY) -m agentrl.models --warm
+
+lint: python
+	$(VENV)/bin/ruff check agentrl envs tests bench
+	$(VENV)/bin/ruff format --check agentrl envs tests bench
+	$(VENV)/bin/mypy
+
+test: setup lint
+	$(VENV)/bin/pytest -q
+
+test-unit: python
+	$(VENV)/bin/pytest -q tests/unit envs -m "not docker and not slow"
+
+demo: setup
+	@bash scripts/demo.sh
+
+clean-runs:
+	rm -rf runs

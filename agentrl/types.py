@@ -1,0 +1,173 @@
+"""The typed records that travel through agentrl: messages, tool calls, turns, episodes, step batches.
+
+What this is: frozen dataclasses only, no behaviour beyond small derived properties. Everything the
+runner produces and the store, credit assignment and trainer consume is one of these.
+
+What this is not: the HTTP schema (that is pydantic, in `agentrl/service/schemas.py`) or ORM rows (those
+stay inside `agentrl/store/`).
+
+Token bookkeeping (token-in/token-out): an episode's training sequence is the concatenation, turn after
+turn, of `turn.prompt_ids + turn.completion_ids`. `prompt_ids` of turn 0 is the whole rendered first
+prompt; of later turns it is only the tokens the runner appended since the previous completion (end of
+turn markers, the tool observation, the next assistant header). Nothing the model sampled is ever
+re-tokenised, so the trainer sees exactly the tokens the engine saw and produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+StopReason = Literal[
+    "terminated",  # the env ended the episode (e.g. the agent called `submit`)
+    "truncated",  # the env's own time limit ended it
+    "max_turns",  # the runner's turn budget ran out
+    "max_tokens",  # the context budget ran out
+    "infra_error",  # the sandbox or service failed; the episode is not a training signal
+]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One parsed tool call: `name` and JSON `arguments`."""
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Action:
+    """A parsed assistant turn as the env receives it.
+
+    `tool_calls` is empty when the turn had none or could not be parsed; `parse_error` then says why
+    (None when the text parsed cleanly, including plain text with no tool call at all).
+    """
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    parse_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    """A chat message as rendered into the prompt."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One assistant turn and the env's answer to it.
+
+    prompt_ids:          [P_t] tokens appended before this turn's generation (see module docstring)
+    completion_ids:      [C_t] tokens the engine sampled for this turn
+    completion_logprobs: [C_t] sampler log-probabilities of `completion_ids` (at the sampling temperature)
+    """
+
+    index: int
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    completion_logprobs: tuple[float, ...]
+    text: str
+    action: Action
+    observation: str
+    reward: float
+    invalid: bool
+    state_key: str | None
+    terminated: bool = False
+    truncated: bool = False
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.completion_ids)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A finished episode: its task, its turns and why it stopped.
+
+    `initial_state_key` is the state in which turn 0 was taken; turn t's `state_key` is the state after
+    it. `error` is set only for infrastructure failures (`stop_reason == "infra_error"`), which are never
+    used as training signal.
+    """
+
+    episode_id: str
+    env_id: str
+    task_id: str
+    group_id: str
+    seed: int
+    turns: tuple[Turn, ...]
+    stop_reason: StopReason
+    initial_state_key: str | None = None
+    success: bool = False
+    error: str | None = None
+
+    @property
+    def reward(self) -> float:
+        return float(sum(turn.reward for turn in self.turns))
+
+    @property
+    def state_keys(self) -> tuple[str | None, ...]:
+        """T+1 keys: the state before each turn, then the state after the last one."""
+        return (self.initial_state_key, *(turn.state_key for turn in self.turns))
+
+    @property
+    def is_infra_failure(self) -> bool:
+        return self.stop_reason == "infra_error"
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """A batch of grouped episodes flattened to one row per step, for credit assignment.
+
+    E episodes, S = sum of their lengths T_i steps; rows are ordered by episode, then step.
+
+    group:    [E] int    task-group index of each episode (0..num_groups-1)
+    episode:  [S] int    episode index of each step
+    step:     [S] int    t within its episode
+    rewards:  [S] float  env reward of each step (before any invalid-action penalty)
+    valid:    [S] bool   False when the step's assistant turn could not be parsed into an action
+    states:   S + E hashables: for episode i, its T_i + 1 state keys in order (see `state_slices`)
+    actions:  S hashables or None
+    answer_probs: [S] float or None   IGPO's p_t, measured before step t
+    outcome:  [E] float or None       IGPO's final-turn score
+    """
+
+    group: np.ndarray
+    episode: np.ndarray
+    step: np.ndarray
+    rewards: np.ndarray
+    valid: np.ndarray
+    states: tuple[Hashable, ...]
+    actions: tuple[Hashable, ...] | None = None
+    answer_probs: np.ndarray | None = None
+    outcome: np.ndarray | None = None
+
+    @property
+    def num_episodes(self) -> int:
+        return int(self.group.shape[0])
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.episode.shape[0])
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """[E] int: T_i for each episode."""
+        return np.bincount(self.episode, minlength=self.num_episodes)
+
+    def state_slices(self) -> list[tuple[Hashable, ...]]:
+        """Per episode, its T_i + 1 state keys."""
+        out: list[tuple[Hashable, ...]] = []
+        start = 0
+        for length in self.lengths.tolist():
+            out.append(self.states[start : start + length + 1])
+            start += length + 1
+        return out

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Create the virtualenv and install agentrl and the env plugins from envs/ in editable mode.
+# torch==2.13.0 goes first (on this machine that is the CPU wheel on disk; an unpinned torch would pull a
+# multi-GB CUDA build). Skips everything when the inputs (pyproject files) are unchanged since the last run.
+set -euo pipefail
+VENV="${1:-.venv}"
+STAMP="$VENV/.agentrl-setup"
+inputs_hash() { cat pyproject.toml envs/*/pyproject.toml | sha256sum | cut -d' ' -f1; }
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(inputs_hash)" ] && "$VENV/bin/python" -c "import agentrl" 2>/dev/null; then
+    echo "python: $VENV up to date"
+    exit 0
+fi
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+PIP=("$VENV/bin/python" -m pip install --quiet)
+if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
+    echo "python: installing torch==2.13.0"
+    "${PIP[@]}" "torch==2.13.0"
+fi
+echo "python: installing agentrl and env plugins (editable)"
+PLUGINS=()
+for dir in envs/*/; do [ -f "$dir/pyproject.toml" ] && PLUGINS+=(-e "$dir"); done
+"${PIP[@]}" -e ".[dev]" "${PLUGINS[@]}"
+inputs_hash > "$STAMP"
+echo "python: done"
