@@ -1,0 +1,28 @@
+"""Resource and isolation limits of one sandbox container, as a typed config.
+
+What this is: the single place where every sandbox default lives (image, CPU, memory, pids, tmpfs size,
+per-command time and output caps, network, runtime, user, container TTL). What this is not: the code that
+enforces them (`agentrl/sandbox/docker.py`) or a per-task override mechanism.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits for one sandbox container; the defaults suit a small Python tool call."""
+
+    image: str = "agentrl/sandbox-python:latest"
+    cpus: float = 1.0  # CPU quota in cores (nano_cpus)
+    memory: str = "256m"  # memory limit; swap is set to the same value, so no swap at all
+    pids: int = 64  # max processes/threads in the container; contains fork bombs
+    tmpfs_size: str = "64m"  # size of each writable tmpfs (/tmp and the workdir)
+    command_timeout_s: float = 10.0  # per-exec wall-clock limit, enforced inside the container
+    output_limit_bytes: int = 8192  # per stream; head and tail are kept
+    network: str = "none"  # docker network mode; "none" leaves only the loopback interface
+    runtime: str | None = None  # e.g. "runsc" for gVisor; None is the engine default (runc)
+    user: str = "1000:1000"  # uid:gid of every process in the container; never root
+    workdir: str = "/work"
+    ttl_s: int = 3600  # the container's keep-alive process exits after this, so leaks end on their own
