@@ -1,0 +1,98 @@
+"""`check_env`: Gymnasium's env checker plus the agentrl-specific parts of the Env contract.
+
+What this is: the one function every env plugin's tests call. On top of
+`gymnasium.utils.env_checker.check_env` it checks that the tool specs are valid OpenAI function specs,
+that `info["state_key"]` is hashable or None after reset and after a step, and that the same seed and task
+give the same first observation.
+
+What this is not: a runtime guard. The service and runner never call it; it costs several resets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+from agentrl.env.core import Env
+from agentrl.errors import EnvError
+from agentrl.types import Action
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_env(env: Env, *, seed: int = 0, options: Mapping[str, Any] | None = None) -> None:
+    """Raise `EnvError` (or Gymnasium's own assertion) if `env` breaks the Env contract.
+
+    `options` is passed to our resets (e.g. `{"task": {...}}`); Gymnasium's part resets without a task, so
+    an env must also accept `options=None` (typically by drawing a task from the seed).
+    """
+    gymnasium_check_env(env, skip_render_check=True)
+    check_tool_specs(env.tools)
+    _check_first_observation(env, seed, options)
+    _check_step_state_key(env, seed, options)
+
+
+def check_tool_specs(specs: Any) -> None:
+    """Raise `EnvError` unless `specs` is a sequence of OpenAI function-format specs with unique names."""
+    if isinstance(specs, str | bytes | Mapping) or not hasattr(specs, "__iter__"):
+        raise EnvError(f"env.tools must be a sequence of tool specs, got {type(specs).__name__}")
+    names = [_check_tool_spec(spec) for spec in specs]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise EnvError(f"duplicate tool names {duplicates}; each tool needs its own name")
+
+
+def _check_tool_spec(spec: Any) -> str:
+    function = spec.get("function") if isinstance(spec, Mapping) else None
+    if not isinstance(spec, Mapping) or spec.get("type") != "function" or not isinstance(function, Mapping):
+        raise EnvError(
+            f'tool spec {spec!r} must be {{"type": "function", "function": {{...}}}}; use tool_spec()'
+        )
+    name = function.get("name")
+    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+        raise EnvError(f"tool name {name!r} must match {_TOOL_NAME.pattern}")
+    if not isinstance(function.get("description", ""), str):
+        raise EnvError(f"tool {name!r}: description must be a string")
+    _check_parameters(name, function.get("parameters"))
+    return name
+
+
+def _check_parameters(name: str, parameters: Any) -> None:
+    if not isinstance(parameters, Mapping) or parameters.get("type") != "object":
+        raise EnvError(f'tool {name!r}: parameters must be a JSON schema with "type": "object"')
+    properties = parameters.get("properties", {})
+    if not isinstance(properties, Mapping) or not all(isinstance(p, Mapping) for p in properties.values()):
+        raise EnvError(f"tool {name!r}: parameters.properties must map names to JSON schemas")
+    required = parameters.get("required", [])
+    missing = [key for key in required if key not in properties] if isinstance(required, list) else None
+    if missing is None or missing:
+        raise EnvError(f"tool {name!r}: parameters.required must list names of properties (bad: {missing})")
+
+
+def _check_state_key(info: Any, where: str) -> None:
+    if not isinstance(info, Mapping) or "state_key" not in info:
+        raise EnvError(f'{where}: info must contain "state_key" (a hashable key of the state, or None)')
+    if not isinstance(info["state_key"], Hashable):
+        raise EnvError(f"{where}: info['state_key'] must be hashable, got {type(info['state_key']).__name__}")
+
+
+def _check_first_observation(env: Env, seed: int, options: Mapping[str, Any] | None) -> None:
+    first, first_info = env.reset(seed=seed, options=dict(options) if options else None)
+    again, again_info = env.reset(seed=seed, options=dict(options) if options else None)
+    _check_state_key(first_info, "reset")
+    if first != again or first_info["state_key"] != again_info["state_key"]:
+        raise EnvError(
+            f"reset(seed={seed}) with the same task gave different first observations or state keys "
+            f"({first!r} vs {again!r}); draw all randomness from the seed"
+        )
+
+
+def _check_step_state_key(env: Env, seed: int, options: Mapping[str, Any] | None) -> None:
+    env.reset(seed=seed, options=dict(options) if options else None)
+    result = env.step(Action(text=""))
+    if len(result) != 5:
+        raise EnvError("step must return a StepResult (observation, reward, terminated, truncated, info)")
+    _check_state_key(result[4], "step")
