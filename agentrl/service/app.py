@@ -1,0 +1,125 @@
+"""The FastAPI app factory of the env service, and the one place errors become HTTP statuses.
+
+What this is: `create_app(settings)`: imports the `preload` modules, mounts the routers, and owns the
+`SessionManager` through the lifespan (the idle reaper runs while the app runs; shutdown closes every
+session). Every error leaves as `{"error": {"type", "message"}}`; `type` is the exception class name, which
+is what `agentrl.client` branches on.
+
+What this is not: authentication (a later issue; until then `agentrl.service.server` binds loopback only)
+or a place for logic: handlers call `SessionManager` and `agentrl.env`.
+
+Status mapping: unknown env or session 404; invalid request body 422; env rejected the task 422; step after
+the episode ended 409; service full 429 with Retry-After; sandbox failure 503 (an infrastructure failure,
+not the agent's); anything else 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agentrl.errors import AgentRLError, EnvNotFound, EnvPluginError, SandboxError, SessionNotFound
+from agentrl.service.routers import envs, health, sessions
+from agentrl.service.schemas import ErrorDetail, ErrorResponse
+from agentrl.service.sessions import EpisodeOver, InvalidTask, SessionLimitReached, SessionManager
+from agentrl.service.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+
+STATUS_OF_ERROR: dict[type[AgentRLError], int] = {
+    EnvNotFound: 404,
+    SessionNotFound: 404,
+    InvalidTask: 422,
+    EpisodeOver: 409,
+    SessionLimitReached: 429,
+    SandboxError: 503,
+}
+
+
+def create_app(settings: ServiceSettings | None = None) -> FastAPI:
+    settings = settings or ServiceSettings()
+    preload_modules(settings.preload)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        manager = SessionManager(settings)
+        app.state.sessions = manager
+        reaper = asyncio.create_task(manager.reap_forever())
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await manager.close_all()
+
+    app = FastAPI(title="agentrl env service", version="1", lifespan=lifespan)
+    app.state.settings = settings
+    for router in (health.router, envs.router, sessions.router):
+        app.include_router(router)
+    _add_error_handlers(app, settings)
+    return app
+
+
+def preload_modules(modules: tuple[str, ...]) -> None:
+    """Import modules whose import registers envs; a failure names the module."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise EnvPluginError(
+                f"preloading {module!r} failed: {exc!r}; check the module name and that it is on the path"
+            ) from exc
+
+
+def error_response(
+    status: int, type_: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    body = ErrorResponse(error=ErrorDetail(type=type_, message=message))
+    return JSONResponse(body.model_dump(), status_code=status, headers=dict(headers or {}))
+
+
+def status_of(exc: AgentRLError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS_OF_ERROR:
+            return STATUS_OF_ERROR[cls]
+    return 500
+
+
+def _add_error_handlers(app: FastAPI, settings: ServiceSettings) -> None:
+    async def on_agentrl_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, AgentRLError)
+        status = status_of(exc)
+        if status == 500:
+            log.error("%s %s failed: %r", request.method, request.url.path, exc)
+        headers = {"Retry-After": str(settings.retry_after_s)} if status == 429 else None
+        return error_response(status, type(exc).__name__, str(exc), headers)
+
+    async def on_invalid_request(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = "; ".join(_describe(error) for error in exc.errors())
+        return error_response(422, "InvalidRequest", f"invalid request: {problems}")
+
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        return error_response(exc.status_code, "HTTPError", str(exc.detail), exc.headers)
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s crashed", request.method, request.url.path)
+        return error_response(500, "InternalError", f"{type(exc).__name__}: {exc}; see the service log")
+
+    app.add_exception_handler(AgentRLError, on_agentrl_error)
+    app.add_exception_handler(RequestValidationError, on_invalid_request)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
+def _describe(error: dict) -> str:
+    where = ".".join(str(part) for part in error.get("loc", ()))
+    return f"{where}: {error.get('msg', 'invalid')}"

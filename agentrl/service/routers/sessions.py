@@ -1,0 +1,35 @@
+"""POST /v1/sessions, POST /v1/sessions/{id}/step, DELETE /v1/sessions/{id}."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from fastapi import APIRouter, Request, Response
+
+from agentrl.service.schemas import CreateSessionRequest, CreateSessionResponse, StepRequest, StepResponse
+from agentrl.service.sessions import SessionManager
+
+router = APIRouter(prefix="/v1/sessions")
+
+
+def _sessions(request: Request) -> SessionManager:
+    manager: SessionManager = request.app.state.sessions
+    return manager
+
+
+@router.post("", status_code=201)
+async def create_session(body: CreateSessionRequest, request: Request) -> CreateSessionResponse:
+    start = await _sessions(request).create(body.env_id, body.task, body.seed)
+    return CreateSessionResponse(**asdict(start))
+
+
+@router.post("/{session_id}/step")
+async def step(session_id: str, body: StepRequest, request: Request) -> StepResponse:
+    result = await _sessions(request).step(session_id, body.action.to_action())
+    return StepResponse(**result._asdict())
+
+
+@router.delete("/{session_id}", status_code=204)
+async def close_session(session_id: str, request: Request) -> Response:
+    await _sessions(request).close(session_id)
+    return Response(status_code=204)

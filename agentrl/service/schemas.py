@@ -1,0 +1,85 @@
+"""Pydantic models of the HTTP contract: requests, responses and the one error body.
+
+What this is: the only place pydantic is used; every model forbids unknown fields so a typo in a client
+is a 422, not a silently ignored key. What this is not: the core types (`agentrl/types.py`); the
+handlers convert at the boundary (`ActionModel.to_action`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentrl.types import Action, ToolCall
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCallModel(_Strict):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ActionModel(_Strict):
+    text: str
+    tool_calls: list[ToolCallModel] = Field(default_factory=list)
+    parse_error: str | None = None
+
+    def to_action(self) -> Action:
+        calls = tuple(ToolCall(name=call.name, arguments=call.arguments) for call in self.tool_calls)
+        return Action(text=self.text, tool_calls=calls, parse_error=self.parse_error)
+
+
+class CreateSessionRequest(_Strict):
+    env_id: str
+    task: dict[str, Any]
+    seed: int
+
+
+class CreateSessionResponse(_Strict):
+    session_id: str
+    observation: str
+    info: dict[str, Any]
+    tools: list[dict[str, Any]]
+    examples: list[dict[str, Any]]
+
+
+class StepRequest(_Strict):
+    action: ActionModel
+
+
+class StepResponse(_Strict):
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class EnvInfoModel(_Strict):
+    id: str
+    entry_point: str
+    tools: list[dict[str, Any]]
+    plugin: str | None
+
+
+class EnvListResponse(_Strict):
+    envs: list[EnvInfoModel]
+
+
+class HealthResponse(_Strict):
+    status: str
+    sessions: int
+
+
+class ErrorDetail(_Strict):
+    type: str
+    """The exception class name, e.g. "SessionNotFound" or "SandboxLost"; clients branch on it."""
+    message: str
+
+
+class ErrorResponse(_Strict):
+    error: ErrorDetail

@@ -1,0 +1,68 @@
+"""`python -m agentrl.service`: run the env service under uvicorn.
+
+What this is: command-line parsing into `ServiceSettings` and one `uvicorn.run`. Unset options keep the
+defaults of `ServiceSettings`. What this is not: a production deployment; there is no auth yet, so a
+non-loopback host is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from agentrl.errors import AgentRLError, ConfigError
+from agentrl.service.settings import ServiceSettings
+
+
+def parse_settings(argv: Sequence[str] | None = None) -> ServiceSettings:
+    parser = argparse.ArgumentParser(
+        prog="python -m agentrl.service", description="Run the agentrl env service."
+    )
+    parser.add_argument("--host", help="interface to bind (loopback only for now)")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--max-sessions", dest="max_sessions", type=int)
+    parser.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="seconds")
+    parser.add_argument("--preload", action="append", help="module to import at startup (repeatable)")
+    parser.add_argument("--env-kwargs", dest="env_kwargs", type=json.loads, help='JSON: {"env id": {kwargs}}')
+    given: dict[str, Any] = {
+        key: value for key, value in vars(parser.parse_args(argv)).items() if value is not None
+    }
+    if "preload" in given:
+        given["preload"] = tuple(given["preload"])
+    settings = ServiceSettings(**given)
+    check_loopback(settings.host)
+    return settings
+
+
+def check_loopback(host: str) -> None:
+    """Refuse to bind anything but loopback: the service has no authentication yet."""
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"refusing to bind {host!r}: the env service has no authentication yet, so it listens on "
+            "loopback only; use --host 127.0.0.1 and reach it through an SSH tunnel or a local load balancer"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import uvicorn
+
+    from agentrl.service.app import create_app
+
+    try:
+        settings = parse_settings(argv)
+        app = create_app(settings)
+    except AgentRLError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    return 0
