@@ -1,0 +1,213 @@
+"""THE episode loop: one agent, one env session, turn after turn, token-in/token-out.
+
+What this is: `run_episode` (read it top to bottom; phases are numbered) and `collect_rollouts`, which runs
+G episodes per task concurrently so that the engine can batch their generations. The env is reached
+through a `SessionClient` (the HTTP client in `agentrl/client.py`, or anything with the same three
+methods). Bookkeeping follows `agentrl/types.py`: each turn records only the tokens appended since the
+previous completion, so the concatenation of an episode's turns is exactly what the engine saw and sampled.
+
+Expected failures are data: an unparseable turn is sent to the env as a text-only action and recorded as
+`invalid`; an infrastructure failure (sandbox or service) ends the episode with `stop_reason="infra_error"`
+and the turns so far. Anything else (a bug, a model error) propagates.
+
+What this is not: per-step prompt construction (verl-agent's "last K turns" mode) or retries. A failed
+episode is reported, not re-run; the trainer decides what to do with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agentrl.agent.engines.base import Engine, SamplingParams
+from agentrl.agent.parsing import parse_turn
+from agentrl.agent.prompting import render_first_prompt, render_observation_delta
+from agentrl.env.core import StepResult
+from agentrl.errors import INFRA_ERRORS
+from agentrl.types import Action, Episode, StopReason, Turn
+
+
+class SessionStart(Protocol):
+    """What opening a session returns: the first observation, and the tools and examples to show."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def observation(self) -> str: ...
+    @property
+    def info(self) -> Mapping[str, Any]: ...
+    @property
+    def tools(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def examples(self) -> Sequence[Mapping[str, Any]]: ...
+
+
+class SessionClient(Protocol):
+    """The env service as the runner sees it (implemented by `agentrl.client.EnvClient`)."""
+
+    async def create_session(self, env_id: str, task: Mapping[str, Any], seed: int) -> SessionStart: ...
+    async def step(self, session_id: str, action: Action) -> StepResult: ...
+    async def close_session(self, session_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """The runner's budgets and prompt.
+
+    max_turns:          assistant turns per episode before it stops with `max_turns`
+    max_context_tokens: an episode stops with `max_tokens` when the next turn (prompt so far plus
+                        `max_new_tokens`) could exceed this
+    instructions:       the system prompt's opening text; None uses `prompting.DEFAULT_INSTRUCTIONS`
+    """
+
+    max_turns: int = 4
+    max_context_tokens: int = 2048
+    instructions: str | None = None
+
+
+async def run_episode(
+    client: SessionClient,
+    engine: Engine,
+    env_id: str,
+    task: Mapping[str, Any],
+    seed: int,
+    group_id: str,
+    sampling: SamplingParams,
+    config: RolloutConfig,
+) -> Episode:
+    """Play one episode of `task` and return it, whatever happened to the infrastructure."""
+    turns: list[Turn] = []
+    context: list[int] = []  # every token the engine has been fed or has sampled so far
+    stop_reason: StopReason = "max_turns"
+    session_id: str | None = None
+    initial_state_key: str | None = None
+    error: str | None = None
+    try:
+        # 1. open a session: the env resets and tells us its tools and few-shot examples
+        start = await client.create_session(env_id, task, seed)
+        session_id = start.session_id
+        initial_state_key = start.info.get("state_key")
+
+        # 2. render the first prompt; later turns only append to it
+        pending = render_first_prompt(
+            engine.tokenizer, start.tools, start.examples, start.observation, config.instructions
+        )
+        for index in range(config.max_turns):
+            # 3. stop before a turn that might not fit the context budget
+            if len(context) + len(pending) + sampling.max_new_tokens > config.max_context_tokens:
+                stop_reason = "max_tokens"
+                break
+
+            # 4. sample the assistant turn from the exact token context
+            context.extend(pending)
+            completion = await engine.generate(context, sampling)
+            context.extend(completion.token_ids)
+
+            # 5. parse it and let the env answer
+            action = parse_turn(completion.text)
+            result = await client.step(session_id, action)
+            info = dict(result.info)
+            turns.append(
+                Turn(
+                    index=index,
+                    prompt_ids=tuple(pending),
+                    completion_ids=completion.token_ids,
+                    completion_logprobs=completion.logprobs,
+                    text=completion.text,
+                    action=action,
+                    observation=result.observation,
+                    reward=float(result.reward),
+                    invalid=is_invalid(action, info),
+                    state_key=info.get("state_key"),
+                    terminated=bool(result.terminated),
+                    truncated=bool(result.truncated),
+                    info=info,
+                )
+            )
+
+            # 6. stop when the env says so, else append the observation as the next prompt tokens
+            if result.terminated or result.truncated:
+                stop_reason = "terminated" if result.terminated else "truncated"
+                break
+            pending = render_observation_delta(engine.tokenizer, result.observation, completion.ended_turn)
+    except INFRA_ERRORS as exc:
+        stop_reason, error = "infra_error", str(exc)
+    finally:
+        # 7. always release the session (and its sandbox), even on failure or cancellation
+        if session_id is not None:
+            with contextlib.suppress(*INFRA_ERRORS):
+                await client.close_session(session_id)
+
+    return Episode(
+        episode_id=uuid.uuid4().hex,
+        env_id=env_id,
+        task_id=str(task.get("id", "")),
+        group_id=group_id,
+        seed=seed,
+        turns=tuple(turns),
+        stop_reason=stop_reason,
+        initial_state_key=initial_state_key,
+        success=bool(turns and turns[-1].info.get("success", False)),
+        error=error,
+    )
+
+
+def is_invalid(action: Action, info: Mapping[str, Any]) -> bool:
+    """A turn is invalid when it did not parse, called no tool, or the env rejected it."""
+    return action.parse_error is not None or not action.tool_calls or bool(info.get("invalid", False))
+
+
+async def collect_rollouts(
+    client: SessionClient,
+    engine: Engine,
+    env_id: str,
+    tasks: Sequence[Mapping[str, Any]],
+    group_size: int,
+    sampling: SamplingParams,
+    config: RolloutConfig,
+    seed: int,
+    progress: bool = True,
+) -> list[Episode]:
+    """`group_size` concurrent episodes per task, returned in task order, then member order.
+
+    Members of a group share the env seed, so they start from the same state and differ only by what the
+    policy samples (what group-relative advantages compare). The nonce keeps group ids unique across calls.
+    """
+    nonce = uuid.uuid4().hex[:8]
+    with _progress_bar(progress, total=len(tasks) * group_size) as advance:
+
+        async def play(task_index: int, task: Mapping[str, Any]) -> Episode:
+            group_id = f"{task.get('id', task_index)}-{nonce}"
+            episode = await run_episode(
+                client, engine, env_id, task, episode_seed(seed, task_index), group_id, sampling, config
+            )
+            advance()
+            return episode
+
+        # A TaskGroup cancels the other episodes (closing their sessions) if one raises a real error.
+        async with asyncio.TaskGroup() as group:
+            jobs = [group.create_task(play(i, t)) for i, t in enumerate(tasks) for _ in range(group_size)]
+        return [job.result() for job in jobs]
+
+
+def episode_seed(seed: int, task_index: int) -> int:
+    """The env seed of every member of task `task_index`'s group; deterministic in (seed, task_index)."""
+    return (seed * 1_000_003 + task_index) % 2**31
+
+
+@contextlib.contextmanager
+def _progress_bar(enabled: bool, total: int) -> Iterator[Any]:
+    """A transient Rich bar counting finished episodes; yields the function that advances it."""
+    if not enabled:
+        yield lambda: None
+        return
+    columns = (TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, transient=True) as bar:
+        task_id = bar.add_task("episodes", total=total)
+        yield lambda: bar.advance(task_id)
