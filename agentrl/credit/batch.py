@@ -1,0 +1,116 @@
+"""Flattening episodes (typed, or as plain records) into a `StepBatch`, and splitting results back.
+
+What this is: the two ways into credit assignment — `episodes_to_batch` for the runner's `Episode`s and
+`records_to_batch` for the plain-dict record API of CREDIT.md — plus `split_by_episode` for the way out.
+Group labels are mapped to ints 0..G-1 once, in order of first appearance.
+
+What this is not: an estimator, and not a filter. Episodes that ended in an infrastructure failure must be
+left out by the caller; they are not training signal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from agentrl.errors import ConfigError
+from agentrl.types import Episode, StepBatch, Turn
+
+
+def episodes_to_batch(episodes: Sequence[Episode]) -> StepBatch:
+    """One row per turn; group = episode.group_id, states = episode.state_keys, valid = not turn.invalid."""
+    records = [
+        {
+            "group": episode.group_id,
+            "states": episode.state_keys,
+            "rewards": [turn.reward for turn in episode.turns],
+            "valid": [not turn.invalid for turn in episode.turns],
+            "actions": [action_key(turn) for turn in episode.turns],
+        }
+        for episode in episodes
+    ]
+    return records_to_batch(records)
+
+
+def action_key(turn: Turn) -> Hashable:
+    """A hashable identity of a turn's action: its tool calls when it made any, else its stripped text.
+
+    Two turns that call the same tool with the same arguments take the same action even if their prose
+    differs, which is what transition-merging estimators (SALT) need.
+    """
+    calls = turn.action.tool_calls
+    if not calls:
+        return turn.text.strip()
+    return tuple((call.name, json.dumps(dict(call.arguments), sort_keys=True, default=str)) for call in calls)
+
+
+def records_to_batch(records: Sequence[Mapping[str, Any]]) -> StepBatch:
+    """The record API's input (CREDIT.md, "The record API") as a StepBatch; bad records -> ConfigError."""
+    for index, record in enumerate(records):
+        _check_record(index, record)
+    labels: dict[Hashable, int] = {}
+    group = np.array([labels.setdefault(r["group"], len(labels)) for r in records], dtype=np.int64)
+    lengths = np.array([len(r["rewards"]) for r in records], dtype=np.int64)
+    episode = np.repeat(np.arange(len(records), dtype=np.int64), lengths)
+    return StepBatch(
+        group=group,
+        episode=episode,
+        step=np.arange(episode.size, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths),
+        rewards=np.array(_concat(records, "rewards"), dtype=np.float64),
+        valid=np.array(_concat(records, "valid", default=True), dtype=bool),
+        states=tuple(state for r in records for state in r["states"]),
+        actions=_optional_tuple(records, "actions"),
+        answer_probs=_optional_array(records, "answer_probs"),
+        outcome=np.array([r["outcome"] for r in records], dtype=np.float64)
+        if _all_have(records, "outcome")
+        else None,
+    )
+
+
+def split_by_episode(values: np.ndarray, batch: StepBatch) -> list[list[float]]:
+    """[S] values -> one list per episode, in batch order."""
+    if batch.num_episodes == 0:
+        return []
+    bounds = np.cumsum(batch.lengths)[:-1]
+    return [chunk.tolist() for chunk in np.split(np.asarray(values, dtype=np.float64), bounds)]
+
+
+def _check_record(index: int, record: Mapping[str, Any]) -> None:
+    missing = [key for key in ("group", "states", "rewards") if key not in record]
+    if missing:
+        raise ConfigError(f"record {index} lacks {missing}; each record needs group, states and rewards")
+    steps = len(record["rewards"])
+    if len(record["states"]) != steps + 1:
+        raise ConfigError(
+            f"record {index}: states must have len(rewards) + 1 = {steps + 1} entries "
+            f"(the state before each step, then the final one), got {len(record['states'])}"
+        )
+    for key in ("valid", "actions", "answer_probs"):
+        if key in record and len(record[key]) != steps:
+            raise ConfigError(
+                f"record {index}: {key} must have one entry per step ({steps}), got {len(record[key])}"
+            )
+
+
+def _concat(records: Sequence[Mapping[str, Any]], key: str, default: Any = None) -> list[Any]:
+    return [item for r in records for item in (r[key] if key in r else [default] * len(r["rewards"]))]
+
+
+def _all_have(records: Sequence[Mapping[str, Any]], key: str) -> bool:
+    present = [key in r for r in records]
+    if any(present) and not all(present):
+        raise ConfigError(
+            f"records must all carry {key!r} or none of them; {sum(present)} of {len(present)} do"
+        )
+    return bool(records) and all(present)
+
+
+def _optional_tuple(records: Sequence[Mapping[str, Any]], key: str) -> tuple[Hashable, ...] | None:
+    return tuple(_concat(records, key)) if _all_have(records, key) else None
+
+
+def _optional_array(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray | None:
+    return np.array(_concat(records, key), dtype=np.float64) if _all_have(records, key) else None

@@ -1,0 +1,109 @@
+"""Vectorised building blocks shared by the advantage estimators (CREDIT.md, "Terms").
+
+What this is: pure numpy functions over a `StepBatch` or over flat arrays with integer segment labels.
+Segment statistics use `np.bincount`; the only Python loops run over time steps (at most max T_i
+iterations), never over individual steps.
+
+What this is not: an estimator. Each estimator lives in its own file and composes these helpers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from agentrl.types import StepBatch
+
+NormMode = Literal["mean_norm", "mean_std_norm"]
+NORM_MODES: tuple[str, ...] = ("mean_norm", "mean_std_norm")
+STD_EPS = 1e-6
+
+
+def apply_invalid_penalty(rewards: np.ndarray, valid: np.ndarray, penalty: float) -> np.ndarray:
+    """[S] rewards with `penalty` subtracted at every invalid step (before returns; CREDIT.md "valid")."""
+    return np.asarray(rewards, dtype=np.float64) - penalty * (~np.asarray(valid, dtype=bool))
+
+
+def episode_offsets(batch: StepBatch) -> np.ndarray:
+    """[E] int: index of each episode's first step row."""
+    lengths = batch.lengths
+    return np.cumsum(lengths) - lengths
+
+
+def episode_returns(batch: StepBatch, rewards: np.ndarray) -> np.ndarray:
+    """[E] float: R_i = sum_t rewards[t] of each episode."""
+    return np.bincount(batch.episode, weights=rewards, minlength=batch.num_episodes).astype(np.float64)
+
+
+def discounted_returns(batch: StepBatch, rewards: np.ndarray, gamma: float) -> np.ndarray:
+    """[S] float: R_t = sum_{k>=t} gamma^(k-t) rewards[k] within each episode.
+
+    A reverse scan over time steps, vectorised across episodes: R_t = r_t + gamma * R_{t+1}. Exact for any
+    gamma (no gamma^-t rescaling that would overflow on long episodes).
+    """
+    returns = np.asarray(rewards, dtype=np.float64).copy()
+    if batch.num_steps == 0:
+        return returns
+    lengths, offsets = batch.lengths, episode_offsets(batch)
+    for t in range(int(lengths.max()) - 2, -1, -1):
+        rows = offsets[lengths > t + 1] + t
+        returns[rows] += gamma * returns[rows + 1]
+    return returns
+
+
+def group_normalise(
+    values: np.ndarray,
+    groups: np.ndarray,
+    mode: NormMode,
+    eps: float = STD_EPS,
+    unbiased: bool = True,
+    leave_one_out: bool = False,
+) -> np.ndarray:
+    """[N] float: each value normalised against the other members of its group.
+
+    mean_norm:     v - mean(group)                  (Dr.GRPO, arXiv 2503.20783: no std division)
+    mean_std_norm: (v - mean(group)) / (std + eps)  (GRPO, arXiv 2402.03300 sec. 4.1.2; std unbiased (N-1)
+                   unless `unbiased=False`)
+    leave_one_out: the baseline is the mean of the *other* members (RLOO); std is still the group's.
+    Groups with fewer than two members, and groups whose members are all equal, give exactly 0.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    groups = np.asarray(groups, dtype=np.int64)
+    if values.size == 0:
+        return values.copy()
+    counts = np.bincount(groups).astype(np.float64)
+    sums = np.bincount(groups, weights=values)
+    mean = sums / np.maximum(counts, 1.0)
+    baseline = _leave_one_out_mean(values, groups, counts, sums) if leave_one_out else mean[groups]
+    centred = values - baseline
+    if mode == "mean_std_norm":
+        centred = centred / (_group_std(values, groups, counts, mean, unbiased)[groups] + eps)
+    degenerate = (counts < 2) | _all_equal(values, groups, counts.size)
+    return np.where(degenerate[groups], 0.0, centred)
+
+
+def _leave_one_out_mean(
+    values: np.ndarray, groups: np.ndarray, counts: np.ndarray, sums: np.ndarray
+) -> np.ndarray:
+    """[N]: mean_{j != i} v_j (RLOO baseline, arXiv 2402.14740). Singletons get 0 (masked later)."""
+    others = np.maximum(counts[groups] - 1.0, 1.0)
+    return (sums[groups] - values) / others
+
+
+def _group_std(
+    values: np.ndarray, groups: np.ndarray, counts: np.ndarray, mean: np.ndarray, unbiased: bool
+) -> np.ndarray:
+    """[num_groups]: the standard deviation of each group (two-pass, so no cancellation)."""
+    squared = np.bincount(groups, weights=(values - mean[groups]) ** 2, minlength=counts.size)
+    dof = np.maximum(counts - (1.0 if unbiased else 0.0), 1.0)
+    return np.sqrt(squared / dof)
+
+
+def _all_equal(values: np.ndarray, groups: np.ndarray, num_groups: int) -> np.ndarray:
+    """[num_groups] bool: every member equal (so the advantage is exactly 0, not rounding noise / eps)."""
+    low = np.full(num_groups, np.inf)
+    high = np.full(num_groups, -np.inf)
+    np.minimum.at(low, groups, values)
+    np.maximum.at(high, groups, values)
+    return low == high
