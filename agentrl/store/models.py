@@ -1,0 +1,88 @@
+"""The run store's tables as SQLAlchemy 2.0 typed declarative models.
+
+What this is: four tables — runs, episodes, turns, metrics — and nothing else. Token ids are not stored
+(only counts); the store is for inspecting runs, not for replaying training batches.
+
+What this is not: an API. These ORM classes never leave `agentrl/store/`; everything outside talks to
+`repository.py`, which returns plain dicts. Schema changes go through Alembic once it lands (for now
+`metadata.create_all` creates missing tables).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the store's tables."""
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    task: Mapped[str] = mapped_column(String(200))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class EpisodeRow(Base):
+    __tablename__ = "episodes"
+    __table_args__ = (Index("ix_episodes_run_step", "run_id", "step"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    uid: Mapped[str] = mapped_column(String(64))  # the runner's Episode.episode_id
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    step: Mapped[int]
+    split: Mapped[str] = mapped_column(String(10))
+    env_id: Mapped[str] = mapped_column(String(200))
+    task_id: Mapped[str] = mapped_column(String(200))
+    group_id: Mapped[str] = mapped_column(String(200))
+    seed: Mapped[int]
+    reward: Mapped[float]
+    success: Mapped[bool]
+    stop_reason: Mapped[str] = mapped_column(String(20))
+    error: Mapped[str | None] = mapped_column(Text)
+    num_turns: Mapped[int]
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+    turns: Mapped[list[TurnRow]] = relationship(order_by="TurnRow.index", cascade="all, delete-orphan")
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    episode_id: Mapped[int] = mapped_column(ForeignKey("episodes.id"), index=True)
+    index: Mapped[int]
+    text: Mapped[str] = mapped_column(Text)
+    observation: Mapped[str] = mapped_column(Text)
+    prompt_tokens: Mapped[int]
+    completion_tokens: Mapped[int]
+    reward: Mapped[float]
+    advantage: Mapped[float | None]
+    state_key: Mapped[str | None] = mapped_column(Text)
+    invalid: Mapped[bool]
+    tool_name: Mapped[str | None] = mapped_column(String(200))
+
+
+class MetricRow(Base):
+    __tablename__ = "metrics"
+    __table_args__ = (Index("ix_metrics_run_step", "run_id", "step"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    step: Mapped[int]
+    name: Mapped[str] = mapped_column(String(200))
+    value: Mapped[float | None]  # NULL when the metric was NaN or infinite

@@ -1,0 +1,298 @@
+"""The run store's public functions: open it, write runs, episodes and metrics, read them back.
+
+What this is: plain functions over a `Store` handle (an engine and a session factory). Each write is one
+transaction. Readers return plain dicts; ORM objects never leave `agentrl/store/`. Database failures become
+`StoreError` with a message saying what to check.
+
+URL resolution: the `url` argument, else $AGENTRL_DB_URL, else `sqlite:///runs/agentrl.db`. SQLite files
+get their parent folder created, WAL journaling (readers do not block the writer) and a busy timeout.
+
+What this is not: asynchronous (see `writer.py` for the background writer) or a migration tool (tables are
+created with `metadata.create_all` until Alembic lands).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from sqlalchemy import Engine, create_engine, event, func, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, selectinload, sessionmaker
+
+from agentrl.errors import StoreError
+from agentrl.store.models import Base, EpisodeRow, MetricRow, Run, TurnRow, utc_now
+from agentrl.types import Episode, Turn
+
+DB_URL_ENV = "AGENTRL_DB_URL"
+DEFAULT_DB_URL = "sqlite:///runs/agentrl.db"
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+Split = Literal["train", "eval"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Store:
+    """An open store: where it lives and how to get a session. Close with `close_store`."""
+
+    url: str
+    engine: Engine
+    sessions: sessionmaker[Session]
+
+
+def resolve_url(url: str | None) -> str:
+    return url or os.environ.get(DB_URL_ENV) or DEFAULT_DB_URL
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open (and create if needed) the store at `url` (see the module docstring for the fallbacks)."""
+    resolved = resolve_url(url)
+    try:
+        engine = create_engine(resolved)
+        if engine.dialect.name == "sqlite":
+            _prepare_sqlite(engine)
+        Base.metadata.create_all(engine)
+    except (SQLAlchemyError, OSError, ValueError) as exc:
+        raise StoreError(
+            f"cannot open the run store at {resolved!r}: {exc}. Check the URL (store.url or ${DB_URL_ENV}) "
+            "and that the database is reachable and writable."
+        ) from exc
+    return Store(resolved, engine, sessionmaker(engine, expire_on_commit=False))
+
+
+def close_store(store: Store) -> None:
+    store.engine.dispose()
+
+
+def _prepare_sqlite(engine: Engine) -> None:
+    database = engine.url.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+
+@contextmanager
+def _transaction(store: Store, doing: str) -> Iterator[Session]:
+    """One session, committed on success; any database error becomes a StoreError naming what failed."""
+    try:
+        with store.sessions.begin() as session:
+            yield session
+    except SQLAlchemyError as exc:
+        raise StoreError(f"run store ({_safe_url(store.url)}): {doing} failed: {exc}") from exc
+
+
+def _read(store: Store, doing: str, query: Callable[[Session], T]) -> T:
+    with _transaction(store, doing) as session:
+        return query(session)
+
+
+def _safe_url(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+# --- writers -----------------------------------------------------------------------------------------
+
+
+def create_run(store: Store, name: str, task: str, config: Mapping[str, Any]) -> str:
+    """Insert a run with status "running"; return its id (uuid4 hex)."""
+    run_id = uuid.uuid4().hex
+    with _transaction(store, f"creating run {name!r}") as session:
+        session.add(Run(id=run_id, name=name, task=task, config=dict(config), status="running"))
+    return run_id
+
+
+def finish_run(store: Store, run_id: str, status: str) -> None:
+    """Set the run's final status ("finished", "failed", ...) and its finish time."""
+    with _transaction(store, f"finishing run {run_id}") as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            raise StoreError(f"no run {run_id!r} in the store; was it created in a different database?")
+        run.status = status
+        run.finished_at = utc_now()
+
+
+def record_episodes(
+    store: Store,
+    run_id: str,
+    step: int,
+    split: Split,
+    episodes: Sequence[Episode],
+    advantages: Sequence[Sequence[float]] | None = None,
+) -> None:
+    """Store episodes and their turns in one transaction; `advantages[i][t]` (if given) goes on turn t."""
+    if advantages is not None and len(advantages) != len(episodes):
+        raise StoreError(
+            f"got {len(advantages)} advantage lists for {len(episodes)} episodes; pass one per episode"
+        )
+    with _transaction(store, f"recording {len(episodes)} episodes of run {run_id}") as session:
+        for index, episode in enumerate(episodes):
+            session.add(
+                _episode_row(run_id, step, split, episode, None if advantages is None else advantages[index])
+            )
+
+
+def _episode_row(
+    run_id: str, step: int, split: str, episode: Episode, advantages: Sequence[float] | None
+) -> EpisodeRow:
+    if advantages is not None and len(advantages) != len(episode.turns):
+        raise StoreError(
+            f"episode {episode.episode_id}: {len(advantages)} advantages for {len(episode.turns)} turns"
+        )
+    return EpisodeRow(
+        uid=episode.episode_id,
+        run_id=run_id,
+        step=step,
+        split=split,
+        env_id=episode.env_id,
+        task_id=episode.task_id,
+        group_id=episode.group_id,
+        seed=episode.seed,
+        reward=episode.reward,
+        success=episode.success,
+        stop_reason=episode.stop_reason,
+        error=episode.error,
+        num_turns=len(episode.turns),
+        turns=[
+            _turn_row(turn, None if advantages is None else float(advantages[t]))
+            for t, turn in enumerate(episode.turns)
+        ],
+    )
+
+
+def _turn_row(turn: Turn, advantage: float | None) -> TurnRow:
+    calls = turn.action.tool_calls
+    return TurnRow(
+        index=turn.index,
+        text=turn.text,
+        observation=turn.observation,
+        prompt_tokens=len(turn.prompt_ids),
+        completion_tokens=len(turn.completion_ids),
+        reward=turn.reward,
+        advantage=advantage,
+        state_key=turn.state_key,
+        invalid=turn.invalid,
+        tool_name=calls[0].name if calls else None,
+    )
+
+
+def record_metrics(store: Store, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
+    """Store one row per metric; a non-finite value (NaN, inf) is stored as NULL."""
+    rows = [
+        MetricRow(run_id=run_id, step=step, name=name, value=float(value) if math.isfinite(value) else None)
+        for name, value in metrics.items()
+    ]
+    with _transaction(store, f"recording metrics of run {run_id} step {step}") as session:
+        session.add_all(rows)
+
+
+# --- readers -----------------------------------------------------------------------------------------
+
+
+def list_runs(store: Store) -> list[dict[str, Any]]:
+    """Every run, newest first, as plain dicts."""
+
+    def query(session: Session) -> list[dict[str, Any]]:
+        runs = session.scalars(select(Run).order_by(Run.created_at.desc()))
+        return [_run_dict(run) for run in runs]
+
+    return _read(store, "listing runs", query)
+
+
+def load_episodes(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The run's episodes in insertion order, each a dict with a "turns" list of dicts."""
+
+    def query(session: Session) -> list[dict[str, Any]]:
+        statement = (
+            select(EpisodeRow)
+            .where(EpisodeRow.run_id == run_id)
+            .order_by(EpisodeRow.id)
+            .options(selectinload(EpisodeRow.turns))
+        )
+        return [_episode_dict(row) for row in session.scalars(statement)]
+
+    return _read(store, f"loading episodes of run {run_id}", query)
+
+
+def load_metrics(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The run's metric rows as {"step", "name", "value"} dicts, by step then insertion order."""
+
+    def query(session: Session) -> list[dict[str, Any]]:
+        statement = select(MetricRow).where(MetricRow.run_id == run_id).order_by(MetricRow.step, MetricRow.id)
+        return [
+            {"step": row.step, "name": row.name, "value": row.value} for row in session.scalars(statement)
+        ]
+
+    return _read(store, f"loading metrics of run {run_id}", query)
+
+
+def count_rows(store: Store) -> dict[str, int]:
+    """Row counts of every table: {"runs": ..., "episodes": ..., "turns": ..., "metrics": ...}."""
+    tables = {"runs": Run, "episodes": EpisodeRow, "turns": TurnRow, "metrics": MetricRow}
+
+    def query(session: Session) -> dict[str, int]:
+        return {
+            name: int(session.scalar(select(func.count()).select_from(model)) or 0)
+            for name, model in tables.items()
+        }
+
+    return _read(store, "counting rows", query)
+
+
+def _run_dict(run: Run) -> dict[str, Any]:
+    columns = ("id", "name", "task", "config", "status", "created_at", "finished_at")
+    return {column: getattr(run, column) for column in columns}
+
+
+def _episode_dict(row: EpisodeRow) -> dict[str, Any]:
+    columns = (
+        "id",
+        "uid",
+        "run_id",
+        "step",
+        "split",
+        "env_id",
+        "task_id",
+        "group_id",
+        "seed",
+        "reward",
+        "success",
+        "stop_reason",
+        "error",
+        "num_turns",
+        "created_at",
+    )
+    return {
+        **{column: getattr(row, column) for column in columns},
+        "turns": [_turn_dict(t) for t in row.turns],
+    }
+
+
+def _turn_dict(row: TurnRow) -> dict[str, Any]:
+    columns = (
+        "index",
+        "text",
+        "observation",
+        "prompt_tokens",
+        "completion_tokens",
+        "reward",
+        "advantage",
+        "state_key",
+        "invalid",
+        "tool_name",
+    )
+    return {column: getattr(row, column) for column in columns}

@@ -1,0 +1,112 @@
+"""A background writer for the run store, so the rollout loop never waits on the database for long.
+
+What this is: one daemon thread draining a bounded queue of writes; each queued batch (one call to
+`record_episodes` or `record_metrics`) is committed in its own transaction, so a crash loses at most what
+is still in flight. A failed write is never dropped silently: the first failure is raised as `StoreError`
+from the next call to the writer (`record_*`, `flush` or `close`). `flush()` waits until everything queued
+so far is committed; `close()` flushes and stops the thread. Use it as a context manager.
+
+What this is not: a buffer that survives a crash, or a way to read (readers go to `repository.py`
+directly; under SQLite WAL they do not block this writer).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+
+from agentrl.errors import StoreError
+from agentrl.store.repository import Split, Store, record_episodes, record_metrics
+from agentrl.types import Episode
+
+QUEUE_SIZE = 64  # batches, not rows; a full queue makes the caller wait, which bounds memory
+
+Job = Callable[[], None]
+
+
+class StoreWriter:
+    """Queue store writes and commit them on a background thread."""
+
+    def __init__(self, store: Store, queue_size: int = QUEUE_SIZE) -> None:
+        self.store = store
+        self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=queue_size)
+        self._failures: list[str] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._drain, name="agentrl-store-writer", daemon=True)
+        self._thread.start()
+
+    def record_episodes(
+        self,
+        run_id: str,
+        step: int,
+        split: Split,
+        episodes: Sequence[Episode],
+        advantages: Sequence[Sequence[float]] | None = None,
+    ) -> None:
+        """Queue `repository.record_episodes` for these episodes (one transaction)."""
+        if not episodes:
+            return
+        frozen = list(advantages) if advantages is not None else None
+        self._submit(lambda: record_episodes(self.store, run_id, step, split, list(episodes), frozen))
+
+    def record_metrics(self, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
+        """Queue `repository.record_metrics` (one transaction)."""
+        snapshot = dict(metrics)
+        self._submit(lambda: record_metrics(self.store, run_id, step, snapshot))
+
+    def flush(self) -> None:
+        """Block until every write queued so far is committed; raise the first failure if any."""
+        self._jobs.join()
+        self._raise_failures()
+
+    def close(self) -> None:
+        """Flush, stop the thread, and raise the first failure if any. Closing twice is harmless."""
+        if not self._closed:
+            self._closed = True
+            self._jobs.put(None)
+            self._thread.join()
+        self._raise_failures()
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except StoreError as store_error:
+            # Do not mask the error already propagating; attach the store's failure to it instead.
+            exc.add_note(f"also, the run store writer failed: {store_error}")
+
+    def _submit(self, job: Job) -> None:
+        if self._closed:
+            raise StoreError("this StoreWriter is closed; open a new one to keep writing")
+        self._raise_failures()
+        self._jobs.put(job)
+
+    def _drain(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                job()
+            except Exception as exc:  # noqa: BLE001 — every failure is reported to the caller, never dropped
+                with self._lock:
+                    self._failures.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                self._jobs.task_done()
+
+    def _raise_failures(self) -> None:
+        with self._lock:
+            failures, self._failures = self._failures, []
+        if failures:
+            more = f" (and {len(failures) - 1} more failed writes)" if len(failures) > 1 else ""
+            raise StoreError(f"a background store write failed: {failures[0]}{more}")
