@@ -1,0 +1,1 @@
+"""See the module docstrings inside this package."""

@@ -1,0 +1,199 @@
+"""Run configuration: `configs/<task>.yaml` plus dotted `a.b=c` overrides -> one typed, frozen `RunConfig`.
+
+What this is: the composition of the small typed configs each component owns next to its code (ModelConfig
+in models.py, SamplingParams in agent/engines/base.py, LossConfig in trainer/losses.py, ...), plus the few
+run-level sections defined here. Every default lives in exactly one dataclass; YAML files only say what
+differs. Unknown keys are errors that list the valid ones. The resolved config is saved with each run.
+
+What this is not: a general-purpose config system (no interpolation, no includes, no environment variables
+besides AGENTRL_DB_URL, which the store reads).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentrl.agent.engines.base import SamplingParams
+from agentrl.agent.engines.hf import HFEngineConfig
+from agentrl.agent.rollout import RolloutConfig
+from agentrl.errors import ConfigError
+from agentrl.models import ModelConfig
+from agentrl.trainer.losses import LossConfig
+from agentrl.trainer.update import OptimConfig, UpdateConfig
+
+CONFIG_DIR = Path("configs")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which registered env to run, and its constructor keyword arguments (passed to the service)."""
+
+    id: str = ""
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TasksConfig:
+    """Where task records come from: `tasks/<suite>/<split>.jsonl`."""
+
+    suite: str = ""
+    root: str = "tasks"
+    train_split: str = "train"
+    eval_split: str = "heldout"
+
+
+@dataclass(frozen=True)
+class CreditConfig:
+    """The advantage estimator (a key of `agentrl.credit.ESTIMATORS`) and its keyword options."""
+
+    estimator: str = "grpo"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The outer loop: how many steps, and how many episodes each step collects."""
+
+    steps: int = 10
+    tasks_per_step: int = 8
+    group_size: int = 4
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Held-out evaluation: greedy decoding on the first `num_tasks` tasks of the eval split."""
+
+    num_tasks: int = 64
+    before: bool = True
+    after: bool = True
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """The env service. With no `url`, `agentrl train` starts an embedded service on 127.0.0.1."""
+
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """The run store. With no `url`: $AGENTRL_DB_URL, else sqlite:///runs/agentrl.db."""
+
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one `agentrl train` / `agentrl eval` run needs."""
+
+    task: str = ""
+    name: str | None = None
+    runs_dir: str = "runs"
+    env: EnvConfig = field(default_factory=EnvConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    engine: HFEngineConfig = field(default_factory=HFEngineConfig)
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    credit: CreditConfig = field(default_factory=CreditConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    update: UpdateConfig = field(default_factory=UpdateConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    service: ServiceConfig = field(default_factory=ServiceConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+
+
+def load_config(task: str, overrides: Sequence[str] = (), config_dir: Path = CONFIG_DIR) -> RunConfig:
+    """Read `configs/<task>.yaml`, apply `a.b=c` overrides, and build the typed config."""
+    path = config_dir / f"{task}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in config_dir.glob("*.yaml"))
+        raise ConfigError(f"no config for task {task!r} at {path}; known tasks: {', '.join(known) or 'none'}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping at the top level")
+    data.setdefault("task", task)
+    for override in overrides:
+        apply_override(data, override)
+    return build(RunConfig, data, "")
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Set `a.b.c=value` in a nested dict; the value is parsed as YAML (`3` -> int, `[1,2]` -> list)."""
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {override!r} is not of the form key.path=value")
+    *parents, leaf = key.split(".")
+    node = data
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {override!r}: {part!r} is not a section")
+        node = child
+    node[leaf] = yaml.safe_load(raw) if raw else ""
+
+
+def build(cls: type[Any], data: Any, path: str) -> Any:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys and coercing lists to tuples."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path or 'config'} must be a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {unknown} in {path or 'config'}; valid keys: {', '.join(sorted(fields))}"
+        )
+    hints = typing.get_type_hints(cls)
+    values = {name: _convert(hints[name], value, _join(path, name)) for name, value in data.items()}
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid {path or 'config'}: {exc}") from exc
+
+
+def _convert(hint: Any, value: Any, path: str) -> Any:
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return build(hint, value, path)
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return value
+    if origin is tuple and isinstance(value, list):
+        return tuple(value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, bool, str) and (not isinstance(value, hint) or _is_bool_as_int(hint, value)):
+        raise ConfigError(f"{path} must be {hint.__name__}, got {value!r}")
+    return value
+
+
+def _is_bool_as_int(hint: Any, value: Any) -> bool:
+    return hint is int and isinstance(value, bool)
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The resolved config as plain data (saved with the run)."""
+    return _plain(dataclasses.asdict(config))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,157 @@
+"""Policy-gradient losses in pure torch: token log-probs, the PPO clipped surrogate, k3 KL, aggregation.
+
+What this is: small functions on [B, L] tensors, tested against hand-computed values. No model, no
+optimiser, no batching; `update.py` owns the loop.
+
+Alignment: position t holds quantities about token t. `token_logprobs(logits, ids)[:, t]` is
+log p(ids[t] | ids[<t]), read from `logits[:, t - 1]`; position 0 has no prediction and holds 0. Samples
+(`samples.py`) put the sampler's log-probs and the loss mask at the same positions, so every [B, L] tensor
+here lines up without shifting.
+
+What this is not: a reference-model manager or a value loss (there is no critic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from agentrl.errors import ConfigError
+
+Aggregation = Literal["token_mean", "seq_mean_token_mean", "constant"]
+AGGREGATIONS: tuple[str, ...] = ("token_mean", "seq_mean_token_mean", "constant")
+LOG_RATIO_CLAMP = 20.0  # keeps exp() finite when a token's probability collapsed
+KL_CLAMP = 10.0  # verl's low-variance KL clamp: one bad token cannot dominate the batch
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """The policy loss.
+
+    clip_low, clip_high: the PPO ratio is clipped to [1 - clip_low, 1 + clip_high] (asymmetric "clip-higher",
+                         DAPO arXiv 2503.14476).
+    kl_coef:             weight of the k3 KL to a reference policy (needs a reference model).
+    entropy_coef:        weight of an entropy bonus (subtracted from the loss).
+    aggregation:         token_mean (every sampled token weighs the same), seq_mean_token_mean (each
+                         sequence's token mean, then the mean over sequences), constant (each sequence's token
+                         sum divided by `constant_normaliser`, then the mean over sequences; Dr.GRPO).
+    constant_normaliser: the constant of `aggregation="constant"` (typically the generation budget).
+    """
+
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    aggregation: Aggregation = "token_mean"
+    constant_normaliser: float = 1024.0
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ConfigError(f"loss.aggregation {self.aggregation!r} is unknown; use one of {AGGREGATIONS}")
+        if self.constant_normaliser <= 0:
+            raise ConfigError("loss.constant_normaliser must be > 0")
+
+
+def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+    """[B, L, V], [B, L] -> [B, L]: log-prob of each token given the ones before it; 0 at position 0."""
+    predicting = logits[:, :-1].float()
+    targets = input_ids[:, 1:].unsqueeze(-1)
+    picked = predicting.gather(-1, targets).squeeze(-1) - torch.logsumexp(predicting, dim=-1)
+    return torch.nn.functional.pad(picked, (1, 0), value=0.0)
+
+
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """[B, L, V] -> [B, L]: entropy of the distribution that predicted token t; 0 at position 0."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    return torch.nn.functional.pad(entropy, (1, 0), value=0.0)
+
+
+def aggregate(
+    values: torch.Tensor, mask: torch.Tensor, mode: Aggregation, constant_normaliser: float = 1024.0
+) -> torch.Tensor:
+    """[B, L] per-token values -> scalar, over tokens where mask is 1 (see `LossConfig.aggregation`)."""
+    masked = values * mask
+    if mode == "token_mean":
+        return masked.sum() / mask.sum().clamp(min=1.0)
+    if mode == "seq_mean_token_mean":
+        return (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    if mode == "constant":
+        return masked.sum() / (constant_normaliser * values.shape[0])
+    raise ConfigError(f"aggregation {mode!r} is unknown; use one of {AGGREGATIONS}")
+
+
+def aggregation_weight(mask: torch.Tensor, mode: Aggregation) -> float:
+    """The weight of a micro batch inside its mini batch, so that the weighted sum of micro-batch
+    `aggregate`s equals `aggregate` over the whole mini batch: sampled tokens for token_mean, else rows."""
+    return float(mask.sum().item()) if mode == "token_mean" else float(mask.shape[0])
+
+
+def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """[B, L]: k3 estimate of KL(pi || pi_ref) per token, r - log r - 1 with r = pi_ref / pi
+    (Schulman, "Approximating KL divergence", 2020); non-negative, clamped to KL_CLAMP."""
+    log_ratio = (ref_logprobs - logprobs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    return (log_ratio.exp() - log_ratio - 1.0).clamp(max=KL_CLAMP)
+
+
+def ppo_clip_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    config: LossConfig,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The PPO clipped surrogate (arXiv 1707.06347 eq. 7), negated to a loss, over [B, L] tensors.
+
+    loss_t = -min(r_t A_t, clip(r_t, 1 - clip_low, 1 + clip_high) A_t), r_t = exp(logp_t - old_logp_t).
+    Metrics: clip_frac (share of sampled tokens where the clipped term is the smaller), approx_kl (k3 of
+    KL(old || new) under the old policy's samples), ratio_mean.
+    """
+    log_ratio = (logprobs - old_logprobs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    ratio = log_ratio.exp()
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1.0 - config.clip_low, 1.0 + config.clip_high) * advantages
+    loss = aggregate(-torch.minimum(unclipped, clipped), mask, config.aggregation, config.constant_normaliser)
+    with torch.no_grad():
+        metrics = {
+            "clip_frac": _masked_mean((clipped < unclipped).float(), mask),
+            "approx_kl": _masked_mean(ratio - 1.0 - log_ratio, mask),
+            "ratio_mean": _masked_mean(ratio, mask),
+        }
+    return loss, metrics
+
+
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    config: LossConfig,
+    ref_logprobs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO-clip + kl_coef * KL(pi || pi_ref) - entropy_coef * entropy, each aggregated the same way.
+
+    `ref_logprobs` is required when kl_coef > 0 and `entropy` (with grad) when entropy_coef > 0; when given
+    otherwise they are only reported.
+    """
+    loss, metrics = ppo_clip_loss(logprobs, old_logprobs, advantages, mask, config)
+    if ref_logprobs is not None:
+        kl = aggregate(kl_k3(logprobs, ref_logprobs), mask, config.aggregation, config.constant_normaliser)
+        loss = loss + config.kl_coef * kl
+        metrics["kl"] = float(kl.item())
+    elif config.kl_coef > 0:
+        raise ConfigError("loss.kl_coef > 0 needs reference log-probs; load a reference model or set it to 0")
+    if entropy is not None:
+        mean_entropy = aggregate(entropy, mask, config.aggregation, config.constant_normaliser)
+        loss = loss - config.entropy_coef * mean_entropy
+        metrics["entropy"] = float(mean_entropy.item())
+    elif config.entropy_coef > 0:
+        raise ConfigError("loss.entropy_coef > 0 needs token entropies")
+    return loss, metrics
+
+
+def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
+    return float(((values * mask).sum() / mask.sum().clamp(min=1.0)).item())

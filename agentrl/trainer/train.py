@@ -1,0 +1,280 @@
+"""THE training loop: sample tasks -> G episodes per task -> advantages -> policy update -> record.
+
+What this is: one readable loop (cleanrl style) over training steps, with held-out evaluation before and
+after, plus the small functions it calls. One process; the HF engine generates with the very module the
+optimiser updates, so the weight sync after an update is a no-op by construction.
+
+What this is not (yet): FSDP2 across processes, vLLM weight sync, async rollouts with a staleness bound,
+checkpoint resume, a reference model for KL (`loss.kl_coef` must stay 0 here). Those come with the trainer
+issue. Episodes that ended in an infrastructure failure are stored but never trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from rich.console import Console
+
+from agentrl.agent.engines.hf import HFEngine
+from agentrl.agent.rollout import collect_rollouts
+from agentrl.client import EnvClient
+from agentrl.config import RunConfig, to_dict
+from agentrl.credit import episodes_to_batch, estimate, split_by_episode
+from agentrl.errors import ConfigError
+from agentrl.models import load_model
+from agentrl.service.embedded import EmbeddedService
+from agentrl.store.repository import create_run, finish_run, open_store
+from agentrl.store.writer import StoreWriter
+from agentrl.tasks import Task, load_tasks, sample_tasks
+from agentrl.trainer.samples import TrainSample, episode_to_sample
+from agentrl.trainer.update import make_optimizer, policy_update
+from agentrl.types import Episode
+
+console = Console(stderr=True)
+
+
+@dataclass
+class RunContext:
+    """What one run holds open: its model, engine, env client, store writer and output folder."""
+
+    config: RunConfig
+    run_id: str
+    run_dir: Path
+    engine: HFEngine
+    client: EnvClient
+    writer: StoreWriter
+    store: Any
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Held-out success over the episodes that did not fail for infrastructure reasons."""
+
+    success_rate: float
+    mean_reward: float
+    episodes: int
+    infra_failures: int
+
+
+async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None, str]:
+    """Run training; return (held-out before, held-out after, run directory)."""
+    if config.loss.kl_coef != 0.0:
+        raise ConfigError("loss.kl_coef > 0 needs a reference model, which this trainer does not load yet")
+    async with open_run(config, kind="train") as ctx:
+        before = await evaluate(ctx, step=0) if config.eval.before else None
+        optimizer, scheduler = make_optimizer(ctx.engine.model, config.optim)
+        train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
+        for step in range(1, config.train.steps + 1):
+            # 1. sample this step's tasks
+            tasks = sample_tasks(train_tasks, config.train.tasks_per_step, config.train.seed, step)
+            # 2. rollouts: G episodes per task, batched through the engine
+            started = time.perf_counter()
+            episodes = await rollout(ctx, tasks, config.train.group_size, config.sampling, seed=step)
+            rollout_s = time.perf_counter() - started
+            # 3. credit assignment on the episodes that are real training signal
+            usable = [episode for episode in episodes if not episode.is_infra_failure]
+            advantages = compute_advantages(usable, config)
+            # 4. policy update (the engine shares these weights: no sync needed)
+            started = time.perf_counter()
+            samples = training_samples(usable, advantages, config.rollout.max_context_tokens)
+            update = update_policy(ctx, optimizer, scheduler, samples)
+            update_s = time.perf_counter() - started
+            # 5. record episodes and metrics
+            ctx.writer.record_episodes(ctx.run_id, step, "train", usable, advantages)
+            ctx.writer.record_episodes(ctx.run_id, step, "train", infra_only(episodes), None)
+            metrics = {
+                **rollout_metrics(episodes),
+                **update,
+                "rollout_s": rollout_s,
+                "update_s": update_s,
+                "trained_episodes": float(len(samples)),
+            }
+            log_metrics(ctx, step, metrics)
+        after = await evaluate(ctx, step=config.train.steps) if config.eval.after else None
+        save_checkpoint(ctx)
+        return before, after, str(ctx.run_dir)
+
+
+async def run_eval(config: RunConfig) -> EvalResult:
+    """Held-out evaluation only (`agentrl eval`)."""
+    async with open_run(config, kind="eval") as ctx:
+        return await evaluate(ctx, step=0)
+
+
+async def evaluate(ctx: RunContext, step: int) -> EvalResult:
+    """Greedy held-out success rate on the first `eval.num_tasks` tasks of the eval split."""
+    config = ctx.config
+    tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)[
+        : config.eval.num_tasks
+    ]
+    sampling = replace(config.sampling, temperature=config.eval.temperature)
+    episodes = await rollout(ctx, tasks, group_size=1, sampling=sampling, seed=0)
+    ctx.writer.record_episodes(ctx.run_id, step, "eval", episodes, None)
+    result = summarise_eval(episodes)
+    log_metrics(ctx, step, {f"eval/{k}": float(v) for k, v in vars(result).items()})
+    return result
+
+
+async def rollout(
+    ctx: RunContext, tasks: Sequence[Task], group_size: int, sampling: Any, seed: int
+) -> list[Episode]:
+    config = ctx.config
+    return await collect_rollouts(
+        ctx.client,
+        ctx.engine,
+        config.env.id,
+        tasks,
+        group_size,
+        sampling,
+        config.rollout,
+        seed=seed,
+        progress=console.is_terminal,
+    )
+
+
+def compute_advantages(episodes: Sequence[Episode], config: RunConfig) -> list[list[float]]:
+    """Per-episode, per-turn advantages from the configured estimator."""
+    if not episodes:
+        return []
+    batch = episodes_to_batch(episodes)
+    values = estimate(config.credit.estimator, batch, **dict(config.credit.options))
+    return split_by_episode(values, batch)
+
+
+def training_samples(
+    episodes: Sequence[Episode], advantages: Sequence[Sequence[float]], max_length: int
+) -> list[TrainSample]:
+    """Token samples of the episodes that carry a policy-gradient signal.
+
+    An episode whose advantage is 0 at every step contributes nothing to the PPO term (there is no KL term
+    yet), so it is left out of the update, as DAPO's dynamic sampling does; this saves most of the update
+    time when many groups are all-correct or all-wrong.
+    """
+    return [
+        episode_to_sample(episode, advantage, max_length)
+        for episode, advantage in zip(episodes, advantages, strict=True)
+        if any(value != 0.0 for value in advantage)
+    ]
+
+
+def update_policy(
+    ctx: RunContext, optimizer: Any, scheduler: Any, samples: list[TrainSample]
+) -> dict[str, float]:
+    """One PPO-clip update over the step's samples (no-op when no episode carries a signal)."""
+    if not samples:
+        return {}
+    config = ctx.config
+    return policy_update(
+        ctx.engine.model,
+        optimizer,
+        scheduler,
+        samples,
+        pad_id(ctx),
+        config.loss,
+        config.update,
+        optim_cfg=config.optim,
+        temperature=config.sampling.temperature,
+    )
+
+
+def infra_only(episodes: Sequence[Episode]) -> list[Episode]:
+    return [episode for episode in episodes if episode.is_infra_failure]
+
+
+def rollout_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Reward, success, turn and validity statistics of one step's episodes."""
+    usable = [episode for episode in episodes if not episode.is_infra_failure]
+    turns = [turn for episode in usable for turn in episode.turns]
+    return {
+        "reward_mean": _mean([episode.reward for episode in usable]),
+        "success_rate": _mean([float(episode.success) for episode in usable]),
+        "turns_mean": _mean([float(len(episode.turns)) for episode in usable]),
+        "invalid_turn_rate": _mean([float(turn.invalid) for turn in turns]),
+        "completion_tokens_mean": _mean([float(len(turn.completion_ids)) for turn in turns]),
+        "infra_failures": float(len(episodes) - len(usable)),
+        "episodes": float(len(episodes)),
+    }
+
+
+def summarise_eval(episodes: Sequence[Episode]) -> EvalResult:
+    usable = [episode for episode in episodes if not episode.is_infra_failure]
+    return EvalResult(
+        success_rate=_mean([float(episode.success) for episode in usable]),
+        mean_reward=_mean([episode.reward for episode in usable]),
+        episodes=len(usable),
+        infra_failures=len(episodes) - len(usable),
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if values else 0.0
+
+
+def pad_id(ctx: RunContext) -> int:
+    tokenizer = ctx.engine.tokenizer
+    return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+
+
+def log_metrics(ctx: RunContext, step: int, metrics: Mapping[str, float]) -> None:
+    """One line on the console, one line in runs/<run>/metrics.jsonl, rows in the store."""
+    record = {"step": step, **{key: round(float(value), 6) for key, value in metrics.items()}}
+    with (ctx.run_dir / "metrics.jsonl").open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    ctx.writer.record_metrics(ctx.run_id, step, metrics)
+    shown = "  ".join(f"{key}={value:.4g}" for key, value in metrics.items())
+    console.print(f"[bold]step {step}[/bold]  {shown}")
+
+
+def save_checkpoint(ctx: RunContext) -> Path:
+    """Save the trained weights and tokenizer; `model.name=<this path>` loads them again."""
+    path = ctx.run_dir / "final"
+    ctx.engine.model.save_pretrained(path)
+    ctx.engine.tokenizer.save_pretrained(path)
+    console.print(f"saved checkpoint to {path}")
+    return path
+
+
+@asynccontextmanager
+async def open_run(config: RunConfig, kind: str) -> AsyncIterator[RunContext]:
+    """Open everything a run needs and close it all, in reverse order, whatever happens."""
+    run_dir = make_run_dir(config, kind)
+    store = open_store(config.store.url)
+    run_id = create_run(store, run_dir.name, config.task, to_dict(config))
+    status = "failed"
+    async with AsyncExitStack() as stack:
+        writer = stack.enter_context(StoreWriter(store))
+        service_url = config.service.url or start_service(stack, config, run_dir)
+        client = await stack.enter_async_context(EnvClient(service_url))
+        model, tokenizer = load_model(config.model)
+        engine = HFEngine(model, tokenizer, config.engine)
+        stack.push_async_callback(engine.aclose)
+        try:
+            yield RunContext(config, run_id, run_dir, engine, client, writer, store)
+            status = "finished"
+        finally:
+            writer.flush()
+            finish_run(store, run_id, status)
+
+
+def start_service(stack: AsyncExitStack, config: RunConfig, run_dir: Path) -> str:
+    """Start an embedded env service on 127.0.0.1 for this run; it stops when the run ends."""
+    env_kwargs = {config.env.id: dict(config.env.kwargs)} if config.env.kwargs else {}
+    service = stack.enter_context(EmbeddedService(log_path=run_dir / "service.log", env_kwargs=env_kwargs))
+    return str(service.url)
+
+
+def make_run_dir(config: RunConfig, kind: str) -> Path:
+    """runs/<name>/ with the resolved config saved in it."""
+    name = config.name or f"{config.task}-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(config.runs_dir) / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    return run_dir

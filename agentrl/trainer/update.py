@@ -1,0 +1,236 @@
+"""One policy update: PPO epochs over mini batches, each accumulated from micro batches, then one step.
+
+What this is: `make_optimizer` (AdamW + linear warm-up) and `policy_update`, a short readable loop:
+    for each PPO epoch, for each mini batch:
+        for each micro batch: forward, per-token log-probs, loss scaled by the micro batch's share, backward
+        clip gradients, optimiser step, scheduler step
+The scaling makes the accumulated gradient exactly that of the mini-batch loss under the configured
+aggregation (for token_mean: the mean over every sampled token of the mini batch).
+
+What this is not: distributed (FSDP2 comes later), and it does not reorder samples: mini batches are
+contiguous slices in the caller's order. Log-probs are computed from logits divided by the sampling
+temperature (`temperature=`), the same distribution the engine sampled from, so the PPO ratio starts at 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agentrl.errors import ConfigError
+from agentrl.trainer.losses import (
+    LossConfig,
+    aggregation_weight,
+    policy_loss,
+    token_entropy,
+    token_logprobs,
+)
+from agentrl.trainer.samples import TrainSample, collate
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW and its schedule. `grad_clip` <= 0 disables clipping; `warmup_steps` ramps the lr linearly."""
+
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0
+    warmup_steps: int = 0
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    """How one update walks its samples.
+
+    ppo_epochs:       passes over the samples.
+    micro_batch_size: samples per forward/backward (memory bound).
+    mini_batches:     optimiser steps per epoch (the samples are split into this many contiguous slices).
+    autocast_bf16:    run forward passes under CPU bfloat16 autocast.
+    """
+
+    ppo_epochs: int = 1
+    micro_batch_size: int = 4
+    mini_batches: int = 1
+    autocast_bf16: bool = False
+
+    def __post_init__(self) -> None:
+        if min(self.ppo_epochs, self.micro_batch_size, self.mini_batches) < 1:
+            raise ConfigError(
+                "update.ppo_epochs, update.micro_batch_size and update.mini_batches must be >= 1"
+            )
+
+
+def make_optimizer(
+    model: torch.nn.Module, config: OptimConfig
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW over the trainable parameters, and a LambdaLR that warms the lr up linearly."""
+    params = [param for param in model.parameters() if param.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
+    warmup = config.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
+    )
+    return optimizer, scheduler
+
+
+def policy_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    samples: list[TrainSample],
+    pad_id: int,
+    loss_cfg: LossConfig,
+    update_cfg: UpdateConfig,
+    ref_model: torch.nn.Module | None = None,
+    optim_cfg: OptimConfig | None = None,
+    temperature: float = 1.0,
+) -> dict[str, float]:
+    """Train on `samples`; return means of loss, clip_frac, approx_kl, grad_norm, kl, entropy, and tokens.
+
+    `optim_cfg` only supplies `grad_clip` (default: OptimConfig's). `temperature` is the sampling temperature
+    the episodes were generated at: logits are divided by it, as the engine's sampler did. The model is in
+    train mode during the update and in eval mode after it, whatever happens.
+    """
+    if loss_cfg.kl_coef > 0 and ref_model is None:
+        raise ConfigError("loss.kl_coef > 0 needs a reference model; pass ref_model or set kl_coef to 0")
+    grad_clip = (optim_cfg or OptimConfig()).grad_clip
+    tally = _Tally()
+    model.train()
+    try:
+        for _epoch in range(update_cfg.ppo_epochs):
+            for mini_batch in _split(samples, update_cfg.mini_batches):
+                tally.add(
+                    _mini_batch_step(
+                        model, optimizer, mini_batch, pad_id, loss_cfg, update_cfg, ref_model, temperature
+                    )
+                )
+                tally.add({"grad_norm": _clip_and_step(model, optimizer, scheduler, grad_clip)}, weight=1.0)
+    finally:
+        model.eval()
+    return {**tally.means(), "tokens": float(sum(sample.num_sampled_tokens for sample in samples))}
+
+
+def _mini_batch_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    mini_batch: Sequence[TrainSample],
+    pad_id: int,
+    loss_cfg: LossConfig,
+    update_cfg: UpdateConfig,
+    ref_model: torch.nn.Module | None,
+    temperature: float,
+) -> dict[str, float]:
+    """Accumulate the mini batch's gradient over micro batches; return its token-weighted metrics."""
+    optimizer.zero_grad(set_to_none=True)
+    micro_batches = [collate(chunk, pad_id) for chunk in _chunks(mini_batch, update_cfg.micro_batch_size)]
+    weights = [aggregation_weight(batch["loss_mask"], loss_cfg.aggregation) for batch in micro_batches]
+    total = sum(weights) or 1.0
+    tally = _Tally()
+    for batch, weight in zip(micro_batches, weights, strict=True):
+        loss, metrics = _micro_batch_loss(model, batch, loss_cfg, update_cfg, ref_model, temperature)
+        (loss * (weight / total)).backward()
+        tally.add({**metrics, "loss": float(loss.item())}, weight=float(batch["loss_mask"].sum().item()))
+    return tally.means()
+
+
+def _micro_batch_loss(
+    model: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    loss_cfg: LossConfig,
+    update_cfg: UpdateConfig,
+    ref_model: torch.nn.Module | None,
+    temperature: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    with _autocast(update_cfg.autocast_bf16):
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        ref_logprobs = _reference_logprobs(ref_model, batch, temperature) if ref_model is not None else None
+    logits = logits.float() / max(temperature, 1e-6)
+    mask = batch["loss_mask"]
+    entropy = token_entropy(logits) if loss_cfg.entropy_coef > 0 else None
+    loss, metrics = policy_loss(
+        token_logprobs(logits, batch["input_ids"]),
+        batch["old_logprobs"],
+        batch["advantages"],
+        mask,
+        loss_cfg,
+        ref_logprobs=ref_logprobs,
+        entropy=entropy,
+    )
+    if entropy is None:
+        metrics["entropy"] = _sampled_entropy(logits, mask)
+    return loss, metrics
+
+
+@torch.no_grad()
+def _reference_logprobs(
+    ref_model: torch.nn.Module, batch: dict[str, torch.Tensor], temperature: float
+) -> torch.Tensor:
+    logits = ref_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    return token_logprobs(logits.float() / max(temperature, 1e-6), batch["input_ids"])
+
+
+@torch.no_grad()
+def _sampled_entropy(logits: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean entropy over sampled positions only: a metric, computed without a [B, L, V] copy of all rows."""
+    rows = logits[:, :-1][mask[:, 1:] > 0].float()
+    if rows.shape[0] == 0:
+        return 0.0
+    logp = torch.log_softmax(rows, dim=-1)
+    return float(-(logp.exp() * logp).sum(-1).mean().item())
+
+
+def _clip_and_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    grad_clip: float,
+) -> float:
+    params = [param for param in model.parameters() if param.grad is not None]
+    max_norm = grad_clip if grad_clip > 0 else float("inf")
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
+    optimizer.step()
+    scheduler.step()
+    return float(grad_norm.item())
+
+
+def _autocast(enabled: bool) -> AbstractContextManager[Any]:
+    return torch.autocast("cpu", dtype=torch.bfloat16) if enabled else nullcontext()
+
+
+def _split(samples: Sequence[TrainSample], parts: int) -> Iterator[Sequence[TrainSample]]:
+    """`parts` contiguous slices of near-equal size; empty slices are skipped."""
+    size, extra = divmod(len(samples), parts)
+    start = 0
+    for index in range(parts):
+        stop = start + size + (1 if index < extra else 0)
+        if stop > start:
+            yield samples[start:stop]
+        start = stop
+
+
+def _chunks(samples: Sequence[TrainSample], size: int) -> Iterator[Sequence[TrainSample]]:
+    for start in range(0, len(samples), size):
+        yield samples[start : start + size]
+
+
+class _Tally:
+    """Weighted running means of named floats."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.weights: dict[str, float] = {}
+
+    def add(self, values: dict[str, float], weight: float = 1.0) -> None:
+        for name, value in values.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value * weight
+            self.weights[name] = self.weights.get(name, 0.0) + weight
+
+    def means(self) -> dict[str, float]:
+        return {
+            name: self.sums[name] / self.weights[name] if self.weights[name] else 0.0 for name in self.sums
+        }
