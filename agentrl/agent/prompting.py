@@ -3,8 +3,11 @@
 What this is: pure functions over a Hugging Face tokenizer and its chat template. When the template knows
 about tools (it renders `tools=` differently, e.g. Qwen2.5) we hand it the tool specs and OpenAI-style tool
 messages. When it does not (SmolLM2's plain ChatML), we describe the tools and the exact Hermes
-`<tool_call>` format in the system message and send tool results back as a user message wrapped in
-`<tool_response>` tags, as Hermes-style models expect.
+`<tool_call>` format in the system message and send tool results back as messages with the role `tool`
+(a generic ChatML template renders any role name). Measured on SmolLM2-135M-Instruct with the calc env's
+few-shot exchange: results sent as `user` messages wrapped in `<tool_response>` tags made the model answer
+every new question by imitating a tool response (0 of 8 greedy turns held a tool call); as `tool` messages,
+8 of 8 did.
 
 Token-in/token-out: after turn 0 we never re-render the history. `render_observation_delta` renders a
 dummy history with and without one more tool message and tokenises only the difference (the end-of-turn
@@ -53,12 +56,8 @@ def system_prompt(tools: Sequence[Mapping[str, Any]], instructions: str | None) 
         f"You can call these tools, described as JSON schemas:\n<tools>\n{specs}\n</tools>\n\n"
         f"To call a tool, write a JSON object with its name and arguments inside {OPEN_TAG}{CLOSE_TAG} "
         f"tags, exactly like this:\n{example}\n"
-        f"Each tool's result comes back inside <tool_response></tool_response> tags."
+        f"Each tool's result comes back in a message from the tool."
     )
-
-
-def tool_response_text(content: str) -> str:
-    return f"<tool_response>\n{content}\n</tool_response>"
 
 
 def render_first_prompt(
@@ -168,11 +167,9 @@ def _to_tool_call(raw: Mapping[str, Any]) -> ToolCall:
 
 
 def _tool_message(content: str, native: bool) -> ChatMessage:
-    return (
-        {"role": "tool", "content": content}
-        if native
-        else {"role": "user", "content": tool_response_text(content)}
-    )
+    """A tool result; the same message whether or not the template knows tools (see the module doc)."""
+    del native
+    return {"role": "tool", "content": content}
 
 
 def _render(

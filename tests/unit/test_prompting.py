@@ -117,7 +117,7 @@ def test_first_prompt_on_plain_chatml_teaches_tools_and_renders_examples_hermes_
         f"<|im_start|>system\n{system_prompt(TOOLS, 'Be brief.')}<|im_end|>\n"
         "<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
         f"<|im_start|>assistant\n{call}<|im_end|>\n"
-        "<|im_start|>user\n<tool_response>\n4\n</tool_response><|im_end|>\n"
+        "<|im_start|>tool\n4<|im_end|>\n"
         "<|im_start|>user\nWhat is 3+5?<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
@@ -144,9 +144,7 @@ def test_first_prompt_on_a_tool_template_hands_it_tools_and_tool_messages(native
 @pytest.mark.parametrize("ended", [True, False])
 def test_delta_after_a_completion_depends_on_whether_it_sampled_im_end(chatml, ended: bool) -> None:
     text = chatml.decode(render_observation_delta(chatml, "result: 8", completion_ended=ended))
-    tail = (
-        "\n<|im_start|>user\n<tool_response>\nresult: 8\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
-    )
+    tail = "\n<|im_start|>tool\nresult: 8<|im_end|>\n<|im_start|>assistant\n"
     assert text == (tail if ended else "<|im_end|>" + tail)
 
 
@@ -162,11 +160,7 @@ def test_first_prompt_plus_completions_plus_deltas_equals_a_full_render(request,
     ids += render_observation_delta(tokenizer, "obs 2", completion_ended=False)
 
     def tool(content: str) -> dict[str, str]:
-        return (
-            {"role": "tool", "content": content}
-            if tool_native
-            else {"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"}
-        )
+        return {"role": "tool", "content": content}
 
     system = DEFAULT_INSTRUCTIONS if tool_native else system_prompt(TOOLS, None)
     messages = [
@@ -196,9 +190,7 @@ def test_smollm2_delta_tokens(smollm2) -> None:
     ended = render_observation_delta(smollm2, "x = 8", completion_ended=True)
     cut = render_observation_delta(smollm2, "x = 8", completion_ended=False)
     assert cut == [im_end, *ended]
-    assert smollm2.decode(ended) == (
-        "\n<|im_start|>user\n<tool_response>\nx = 8\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
-    )
+    assert smollm2.decode(ended) == "\n<|im_start|>tool\nx = 8<|im_end|>\n<|im_start|>assistant\n"
 
 
 def test_smollm2_first_prompt_is_the_template_render(smollm2) -> None:

@@ -140,7 +140,7 @@ def test_a_successful_episode_and_its_token_bookkeeping() -> None:
     # turn 1 was cut off without <|im_end|>: the runner closed the turn before the observation
     assert episode.turns[2].prompt_ids[0] == IM_END and episode.turns[1].prompt_ids[0] != IM_END
     assert str(TOKENIZER.decode(episode.turns[1].prompt_ids)).endswith(
-        "total=2\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        "<|im_start|>tool\ntotal=2<|im_end|>\n<|im_start|>assistant\n"
     )
 
 
