@@ -108,19 +108,34 @@ def validate_task(task: Any) -> dict[str, Any]:
     return dict(task)
 
 
-def _example_exchange() -> tuple[dict[str, Any], ...]:
-    # 4821 has four digits; generated tasks use 3-digit first operands, so this question is in no split
-    code = "print(4821 * 37 + 105)"
+def _example_exchange(question: str, expression: str, value: int) -> tuple[dict[str, Any], ...]:
+    """One solved episode: question, python call, its output, submit call."""
     return (
-        {"role": "user", "content": question_observation("What is 4821 * 37 + 105?")},
-        {"role": "assistant", "content": "", "tool_calls": [{"name": "python", "arguments": {"code": code}}]},
-        {"role": "tool", "content": "exit code 0\n178482\n"},
+        {"role": "user", "content": question_observation(question)},
         {
             "role": "assistant",
             "content": "",
-            "tool_calls": [{"name": "submit", "arguments": {"answer": "178482"}}],
+            "tool_calls": [{"name": "python", "arguments": {"code": f"print({expression})"}}],
         },
-        {"role": "tool", "content": "Correct."},
+        {"role": "tool", "content": f"exit code 0\n{value}\n"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"name": "submit", "arguments": {"answer": str(value)}}],
+        },
+    )
+
+
+def few_shot_examples() -> tuple[dict[str, Any], ...]:
+    """Two solved episodes. Their first operands have four digits, so neither question is in any split.
+
+    Two, not one, and ending on the assistant's submit: measured greedily on 12 held-out questions,
+    SmolLM2-135M-Instruct then opens with a correct python call 12 times; after a single example it
+    submitted at once (copying the last assistant action it saw) 12 times.
+    """
+    return (
+        *_example_exchange("What is 4821 * 37 + 105?", "4821 * 37 + 105", 4821 * 37 + 105),
+        *_example_exchange("What is 2306 * 78 - 419 * 13?", "2306 * 78 - 419 * 13", 2306 * 78 - 419 * 13),
     )
 
 
@@ -135,7 +150,7 @@ class CalcEnv(Env):
     """Arithmetic with a sandboxed python tool and a submit tool; see the module docstring."""
 
     tools = (PYTHON_TOOL, SUBMIT_TOOL)
-    examples = _example_exchange()
+    examples = few_shot_examples()
 
     def __init__(
         self,

@@ -124,14 +124,14 @@ def test_invalid_tasks_are_rejected() -> None:
         CalcEnv().reset(options={"task": {**TASK, "answer": "ten"}})
 
 
-def test_the_example_is_one_correct_exchange() -> None:
-    roles = [message["role"] for message in CalcEnv.examples]
-    assert roles == ["user", "assistant", "tool", "assistant", "tool"]
-    code = CalcEnv.examples[1]["tool_calls"][0]["arguments"]["code"]
-    answer = CalcEnv.examples[3]["tool_calls"][0]["arguments"]["answer"]
-    assert str(eval(code.removeprefix("print(").removesuffix(")"))) == answer  # our own literal arithmetic
-    assert CalcEnv.examples[2]["content"] == f"exit code 0\n{answer}\n"
-    assert CalcEnv.examples[4]["content"] == "Correct."
+def test_the_examples_are_correct_exchanges_ending_on_submit() -> None:
+    examples = CalcEnv.examples
+    assert [message["role"] for message in examples] == ["user", "assistant", "tool", "assistant"] * 2
+    for start in (0, 4):
+        code = examples[start + 1]["tool_calls"][0]["arguments"]["code"]
+        answer = examples[start + 3]["tool_calls"][0]["arguments"]["answer"]
+        assert str(eval(code.removeprefix("print(").removesuffix(")"))) == answer  # our own literal arithmetic
+        assert examples[start + 2]["content"] == f"exit code 0\n{answer}\n"
 
 
 # --- with Docker: the python tool in a real sandbox ---
