@@ -70,7 +70,11 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Held-out evaluation: greedy decoding on the first `num_tasks` tasks of the eval split."""
+    """Held-out evaluation on the first `num_tasks` tasks of the eval split.
+
+    temperature: 0 decodes greedily; above 0 samples with a fixed seed (e.g. at the training temperature,
+                 to measure the policy that is being trained).
+    """
 
     num_tasks: int = 64
     before: bool = True
@@ -173,9 +177,18 @@ def _convert(hint: Any, value: Any, path: str) -> Any:
         return tuple(value)
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if hint is float and isinstance(value, str):
+        return _float(value, path)  # YAML 1.1 reads "1e-5" (no dot) as a string
     if hint in (int, float, bool, str) and (not isinstance(value, hint) or _is_bool_as_int(hint, value)):
         raise ConfigError(f"{path} must be {hint.__name__}, got {value!r}")
     return value
+
+
+def _float(text: str, path: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"{path} must be float, got {text!r}") from None
 
 
 def _is_bool_as_int(hint: Any, value: Any) -> bool:

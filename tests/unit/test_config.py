@@ -1,0 +1,33 @@
+"""The run config: YAML plus dotted overrides, typed, with clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrl.config import load_config
+from agentrl.errors import ConfigError
+
+
+def test_calc_config_loads_with_typed_overrides() -> None:
+    config = load_config("calc", ["optim.lr=1e-5", "train.steps=3", "engine.autocast_bf16=true"])
+    assert config.optim.lr == pytest.approx(1e-5) and isinstance(config.optim.lr, float)
+    assert config.train.steps == 3 and config.engine.autocast_bf16 is True
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("optim.lr=fast", "optim.lr must be float"),
+        ("train.steps=2.5", "train.steps must be int"),
+        ("train.stepz=2", "unknown key"),
+        ("engine.autocast_bf16=1", "must be bool"),
+    ],
+)
+def test_bad_overrides_say_what_is_wrong(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config("calc", [override])
+
+
+def test_unknown_task_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="calc"):
+        load_config("no-such-task", [])
