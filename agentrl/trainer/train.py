@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import yaml
 from rich.console import Console
 
@@ -39,6 +40,7 @@ from agentrl.trainer.update import make_optimizer, policy_update
 from agentrl.types import Episode
 
 console = Console(stderr=True)
+EVAL_SEED = 0  # sampler seed of every held-out evaluation, so before/after see the same random stream
 
 
 @dataclass
@@ -77,6 +79,7 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
             tasks = sample_tasks(train_tasks, config.train.tasks_per_step, config.train.seed, step)
             # 2. rollouts: G episodes per task, batched through the engine
             started = time.perf_counter()
+            torch.manual_seed(config.train.seed * 1_000_003 + step)
             episodes = await rollout(ctx, tasks, config.train.group_size, config.sampling, seed=step)
             rollout_s = time.perf_counter() - started
             # 3. credit assignment on the episodes that are real training signal
@@ -116,6 +119,7 @@ async def evaluate(ctx: RunContext, step: int) -> EvalResult:
         : config.eval.num_tasks
     ]
     sampling = replace(config.sampling, temperature=config.eval.temperature)
+    torch.manual_seed(EVAL_SEED)  # the same sampler seed before and after training (and for every run)
     episodes = await rollout(ctx, tasks, group_size=1, sampling=sampling, seed=0)
     ctx.writer.record_episodes(ctx.run_id, step, "eval", episodes, None)
     result = summarise_eval(episodes)
