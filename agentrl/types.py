@@ -138,6 +138,8 @@ class StepBatch:
     actions:  S hashables or None
     answer_probs: [S] float or None   IGPO's p_t, measured before step t
     outcome:  [E] float or None       IGPO's final-turn score
+    reward_components: [S, C] float or None   GDPO's per-step reward components (summing to no particular
+                                              total; the env decides what they are)
     """
 
     group: np.ndarray
@@ -149,6 +151,7 @@ class StepBatch:
     actions: tuple[Hashable, ...] | None = None
     answer_probs: np.ndarray | None = None
     outcome: np.ndarray | None = None
+    reward_components: np.ndarray | None = None
 
     @property
     def num_episodes(self) -> int:

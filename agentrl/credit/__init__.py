@@ -12,13 +12,20 @@ advantage over that step's sampled tokens.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from agentrl.credit.batch import episodes_to_batch, records_to_batch, split_by_episode
+from agentrl.credit.gdpo import GDPOConfig, gdpo
+from agentrl.credit.gigpo import GiGPOConfig, gigpo
 from agentrl.credit.grpo import DrGRPOConfig, GRPOConfig, RLOOConfig, grpo, rloo
+from agentrl.credit.hgpo import HGPOConfig, hgpo
+from agentrl.credit.igpo import IGPOConfig, igpo
+from agentrl.credit.mc_grpo import MCGRPOConfig, mc_grpo
+from agentrl.credit.salt import SALTConfig, salt
 from agentrl.errors import ConfigError
 from agentrl.types import StepBatch
 
@@ -28,6 +35,12 @@ ESTIMATORS: dict[str, tuple[Estimator, type[Any]]] = {
     "grpo": (grpo, GRPOConfig),
     "drgrpo": (grpo, DrGRPOConfig),
     "rloo": (rloo, RLOOConfig),
+    "mc_grpo": (mc_grpo, MCGRPOConfig),
+    "gdpo": (gdpo, GDPOConfig),
+    "gigpo": (gigpo, GiGPOConfig),
+    "hgpo": (hgpo, HGPOConfig),
+    "salt": (salt, SALTConfig),
+    "igpo": (igpo, IGPOConfig),
 }
 
 
@@ -40,7 +53,20 @@ def make_config(name: str, **options: Any) -> Any:
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise ConfigError(f"estimator {name!r} has no option(s) {unknown}; valid options: {', '.join(valid)}")
-    return config_cls(**options)
+    hints = typing.get_type_hints(config_cls)
+    return config_cls(**{key: _coerce(hints[key], value) for key, value in options.items()})
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    """Accept what YAML/CLI overrides produce: `gamma=1` as 1.0, `"1e-3"` as 0.001, a list as a tuple."""
+    if hint is float and isinstance(value, int | str) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"credit option must be a number, got {value!r}") from None
+    if typing.get_origin(hint) is tuple and isinstance(value, list):
+        return tuple(value)
+    return value
 
 
 def estimate(name: str, batch: StepBatch, **options: Any) -> np.ndarray:
@@ -60,8 +86,14 @@ def estimate_records(name: str, records: Sequence[Mapping[str, Any]], **options:
 __all__ = [
     "ESTIMATORS",
     "DrGRPOConfig",
+    "GDPOConfig",
     "GRPOConfig",
+    "GiGPOConfig",
+    "HGPOConfig",
+    "IGPOConfig",
+    "MCGRPOConfig",
     "RLOOConfig",
+    "SALTConfig",
     "episodes_to_batch",
     "estimate",
     "estimate_records",

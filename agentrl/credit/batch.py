@@ -67,6 +67,7 @@ def records_to_batch(records: Sequence[Mapping[str, Any]]) -> StepBatch:
         outcome=np.array([r["outcome"] for r in records], dtype=np.float64)
         if _all_have(records, "outcome")
         else None,
+        reward_components=_optional_array(records, "reward_components"),
     )
 
 
@@ -88,7 +89,7 @@ def _check_record(index: int, record: Mapping[str, Any]) -> None:
             f"record {index}: states must have len(rewards) + 1 = {steps + 1} entries "
             f"(the state before each step, then the final one), got {len(record['states'])}"
         )
-    for key in ("valid", "actions", "answer_probs"):
+    for key in ("valid", "actions", "answer_probs", "reward_components"):
         if key in record and len(record[key]) != steps:
             raise ConfigError(
                 f"record {index}: {key} must have one entry per step ({steps}), got {len(record[key])}"

@@ -13,10 +13,13 @@ from typing import Literal
 
 import numpy as np
 
+from agentrl.errors import ConfigError
 from agentrl.types import StepBatch
 
 NormMode = Literal["mean_norm", "mean_std_norm"]
+EpisodeStats = Literal["trajectory", "steps"]
 NORM_MODES: tuple[str, ...] = ("mean_norm", "mean_std_norm")
+EPISODE_STATS: tuple[str, ...] = ("trajectory", "steps")
 STD_EPS = 1e-6
 
 
@@ -40,16 +43,64 @@ def discounted_returns(batch: StepBatch, rewards: np.ndarray, gamma: float) -> n
     """[S] float: R_t = sum_{k>=t} gamma^(k-t) rewards[k] within each episode.
 
     A reverse scan over time steps, vectorised across episodes: R_t = r_t + gamma * R_{t+1}. Exact for any
-    gamma (no gamma^-t rescaling that would overflow on long episodes).
+    gamma (no gamma^-t rescaling that would overflow on long episodes). The scan runs over a zero-padded
+    [T_max, E] table when that is at most a few times larger than the batch, else over the flat rows.
     """
     returns = np.asarray(rewards, dtype=np.float64).copy()
     if batch.num_steps == 0:
         return returns
-    lengths, offsets = batch.lengths, episode_offsets(batch)
-    for t in range(int(lengths.max()) - 2, -1, -1):
+    lengths = batch.lengths
+    longest = int(lengths.max())
+    if longest * batch.num_episodes <= 4 * batch.num_steps + 1024:
+        return _padded_returns(batch, returns, longest, gamma)
+    offsets = episode_offsets(batch)
+    for t in range(longest - 2, -1, -1):
         rows = offsets[lengths > t + 1] + t
         returns[rows] += gamma * returns[rows + 1]
     return returns
+
+
+def _padded_returns(batch: StepBatch, rewards: np.ndarray, longest: int, gamma: float) -> np.ndarray:
+    """The reverse scan on a [T_max + 1, E] table whose padding (after each episode's end) stays 0."""
+    cells = batch.step * batch.num_episodes + batch.episode
+    flat = np.zeros((longest + 1) * batch.num_episodes)
+    flat[cells] = rewards
+    table = flat.reshape(longest + 1, batch.num_episodes)  # a view: the scan writes through to `flat`
+    for t in range(longest - 2, -1, -1):
+        table[t] += gamma * table[t + 1]
+    return flat[cells]
+
+
+def episode_advantages(
+    batch: StepBatch,
+    rewards: np.ndarray,
+    mode: NormMode,
+    episode_stats: EpisodeStats,
+    unbiased: bool = True,
+    leave_one_out: bool = False,
+) -> np.ndarray:
+    """[S] float: the GRPO episode term — R_i normalised within its task group, broadcast to its steps.
+
+    episode_stats "trajectory": one entry per episode in the group statistics; "steps": one entry per step,
+    each carrying its episode's return (verl-agent's default, which weights long episodes more).
+    """
+    returns = episode_returns(batch, rewards)
+    if episode_stats == "steps":
+        return group_normalise(
+            returns[batch.episode],
+            batch.group[batch.episode],
+            mode,
+            unbiased=unbiased,
+            leave_one_out=leave_one_out,
+        )
+    per_episode = group_normalise(returns, batch.group, mode, unbiased=unbiased, leave_one_out=leave_one_out)
+    return per_episode[batch.episode]
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    """Raise ConfigError unless `value` is one of `choices` (for config `__post_init__`s)."""
+    if value not in choices:
+        raise ConfigError(f"credit {name} {value!r} is unknown; use one of {', '.join(choices)}")
 
 
 def group_normalise(

@@ -22,15 +22,13 @@ from typing import Literal
 import numpy as np
 
 from agentrl.credit.common import (
+    EPISODE_STATS,
     NORM_MODES,
     apply_invalid_penalty,
-    episode_returns,
-    group_normalise,
+    check_choice,
+    episode_advantages,
 )
-from agentrl.errors import ConfigError
 from agentrl.types import StepBatch
-
-EPISODE_STATS: tuple[str, ...] = ("trajectory", "steps")
 
 
 @dataclass(frozen=True)
@@ -51,13 +49,8 @@ class GRPOConfig:
     leave_one_out: bool = False
 
     def __post_init__(self) -> None:
-        if self.mode not in NORM_MODES:
-            raise ConfigError(f"credit mode {self.mode!r} is unknown; use one of {', '.join(NORM_MODES)}")
-        if self.episode_stats not in EPISODE_STATS:
-            raise ConfigError(
-                f"credit episode_stats {self.episode_stats!r} is unknown; "
-                f"use one of {', '.join(EPISODE_STATS)}"
-            )
+        check_choice("mode", self.mode, NORM_MODES)
+        check_choice("episode_stats", self.episode_stats, EPISODE_STATS)
 
 
 @dataclass(frozen=True)
@@ -78,16 +71,9 @@ class RLOOConfig(GRPOConfig):
 def grpo(batch: StepBatch, config: GRPOConfig) -> np.ndarray:
     """[S] float: the episode-level advantage of each step's episode (see the module docstring)."""
     rewards = apply_invalid_penalty(batch.rewards, batch.valid, config.invalid_penalty)
-    returns = episode_returns(batch, rewards)
-    if config.episode_stats == "steps":
-        return group_normalise(
-            returns[batch.episode],
-            batch.group[batch.episode],
-            config.mode,
-            leave_one_out=config.leave_one_out,
-        )
-    per_episode = group_normalise(returns, batch.group, config.mode, leave_one_out=config.leave_one_out)
-    return per_episode[batch.episode]
+    return episode_advantages(
+        batch, rewards, config.mode, config.episode_stats, leave_one_out=config.leave_one_out
+    )
 
 
 def rloo(batch: StepBatch, config: RLOOConfig) -> np.ndarray:

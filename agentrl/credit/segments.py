@@ -1,0 +1,111 @@
+"""Integer ids for state keys, actions and histories, so estimators can group steps with segment operations.
+
+What this is: the one place where hashable keys (state keys, actions) become dense integer ids, done once
+per batch, plus the step-row views of them (`step_state_ids`) and the combination of several id columns
+into one (`combine_ids`). Keys are compared exactly (Python `==`, as dict keys), always within one task
+group.
+
+A key of `None` means "unknown state" (an env that reports no state key): it never equals any other key,
+not even another `None`, so such steps never share an anchor and GiGPO degenerates to GRPO on them.
+
+What this is not: similarity matching (GiGPO's optional text-similarity anchors live in `gigpo.py`).
+
+Speed: the keys pass once through one dict (`map(dict.setdefault, keys, count())`, a C-level loop that
+gives each key the position of its first occurrence); everything after that is numpy on int arrays. Ids
+are made dense with a presence table (O(N)) when their range is small, else with `np.unique` (a sort).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from agentrl.types import StepBatch
+
+PRESENCE_TABLE_FACTOR = 4  # use the O(N) presence table while the id range is <= this many times N
+
+
+def group_key_ids(keys: Sequence[Hashable], groups: np.ndarray) -> np.ndarray:
+    """[N] dense int ids, equal exactly when (groups[i], keys[i]) are equal pairs; `None` keys get fresh ids.
+
+    keys:   N hashables
+    groups: [N] int
+    """
+    count = len(keys)
+    if count == 0:
+        return np.zeros(0, dtype=np.int64)
+    table: dict[Hashable, int] = {}
+    first = np.fromiter(map(table.setdefault, keys, itertools.count()), dtype=np.int64, count=count)
+    ids = combine_ids(dense_ids(first), np.asarray(groups, dtype=np.int64))
+    if None not in table:
+        return ids
+    is_none = first == table[None]
+    ids = ids.copy()
+    ids[is_none] = int(ids.max()) + 1 + np.arange(int(is_none.sum()))
+    return dense_ids(ids)
+
+
+def combine_ids(*columns: np.ndarray) -> np.ndarray:
+    """[N] dense int ids of the rows of several [N] non-negative int columns (equal rows, equal ids).
+
+    Each column should already be dense-ish (values < N), so the pairwise products stay far from overflow.
+    """
+    combined = np.asarray(columns[0], dtype=np.int64)
+    for column in columns[1:]:
+        column = np.asarray(column, dtype=np.int64)
+        combined = dense_ids(combined * (int(column.max(initial=0)) + 1) + column)
+    return combined if len(columns) > 1 else dense_ids(combined)
+
+
+def dense_ids(values: np.ndarray) -> np.ndarray:
+    """[N] int in 0..U-1 for [N] non-negative ints: the rank of each value among the U distinct values."""
+    values = np.asarray(values, dtype=np.int64)
+    if values.size == 0:
+        return values
+    limit = int(values.max()) + 1
+    if limit <= PRESENCE_TABLE_FACTOR * values.size + 1024:
+        present = np.zeros(limit, dtype=bool)
+        present[values] = True
+        return (np.cumsum(present) - 1)[values]
+    index_bits = int(values.size).bit_length()
+    if limit.bit_length() + index_bits <= 62:
+        return _ranks_by_packed_sort(values, index_bits)
+    return np.unique(values, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _ranks_by_packed_sort(values: np.ndarray, index_bits: int) -> np.ndarray:
+    """Dense ranks via one sort of (value << index_bits | row): a plain sort is ~2x faster than argsort."""
+    packed = np.sort((values << index_bits) | np.arange(values.size, dtype=np.int64))
+    rows = packed & ((1 << index_bits) - 1)
+    ordered = packed >> index_bits
+    starts = np.empty(values.size, dtype=bool)
+    starts[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    ranks = np.empty(values.size, dtype=np.int64)
+    ranks[rows] = np.cumsum(starts) - 1
+    return ranks
+
+
+def state_ids(batch: StepBatch) -> np.ndarray:
+    """[S + E] int ids of every entry of `batch.states`, grouped by task group (see the module docstring)."""
+    state_groups = np.repeat(batch.group, batch.lengths + 1)
+    return group_key_ids(batch.states, state_groups)
+
+
+def step_state_ids(batch: StepBatch) -> tuple[np.ndarray, np.ndarray]:
+    """([S], [S]) int: the id of the state each step was taken in, and of the state it led to."""
+    ids = state_ids(batch)
+    before = np.arange(batch.num_steps, dtype=np.int64) + batch.episode
+    return ids[before], ids[before + 1]
+
+
+def action_ids(batch: StepBatch) -> np.ndarray | None:
+    """[S] dense int ids of `batch.actions` (batch-wide, not per group), or None when there are none.
+
+    Combine them with a state id (which carries the task group) to group steps within a task group.
+    """
+    if batch.actions is None:
+        return None
+    return group_key_ids(batch.actions, np.zeros(batch.num_steps, dtype=np.int64))
