@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from agentrl.errors import ServiceUnavailable
+from agentrl.service.server import PARENT_PID_ENV
 
 LOOPBACK = "127.0.0.1"
 
@@ -112,7 +113,12 @@ class EmbeddedService:
 
     def _child_environment(self) -> dict[str, str]:
         path = [entry or os.getcwd() for entry in sys.path]
-        return {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYTHONUNBUFFERED": "1"}
+        return {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(path),
+            "PYTHONUNBUFFERED": "1",
+            PARENT_PID_ENV: str(os.getpid()),  # the service exits if we die without stopping it
+        }
 
     def _wait_until_healthy(self) -> None:
         assert self._process is not None

@@ -10,7 +10,11 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,5 +68,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentRLError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    watch_parent(os.environ.get(PARENT_PID_ENV))
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
     return 0
+
+
+PARENT_PID_ENV = "AGENTRL_EXIT_WITH_PARENT"
+
+
+def watch_parent(parent_pid: str | None, interval_s: float = 1.0) -> None:
+    """When `parent_pid` is set, shut down (SIGTERM to ourselves: uvicorn closes sessions and sandboxes)
+    as soon as that process is gone, so an embedded service never outlives a killed trainer."""
+    if not parent_pid:
+        return
+    expected = int(parent_pid)
+
+    def watch() -> None:
+        while os.getppid() == expected:
+            time.sleep(interval_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()

@@ -59,3 +59,35 @@ def test_a_stopped_service_is_an_infrastructure_failure(tmp_path: Path) -> None:
 
     with EmbeddedService(tmp_path / "service.log", preload=["fixtures_envs"]) as service:
         asyncio.run(step_after_stop(service))
+
+
+def test_embedded_service_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """A trainer killed with SIGKILL cannot stop its service; the service notices and exits by itself."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from agentrl.service.embedded import _answers
+
+    script = (
+        "import sys, time\n"
+        "from agentrl.service.embedded import EmbeddedService\n"
+        f"service = EmbeddedService({str(tmp_path / 'service.log')!r})\n"
+        "service.start()\n"
+        "print(service.url, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        url = parent.stdout.readline().strip() + "/healthz"
+        assert url.startswith("http://127.0.0.1:") and _answers(url)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while _answers(url) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _answers(url), "the orphaned service is still answering"
+    finally:
+        parent.kill()
