@@ -52,10 +52,19 @@ class TasksConfig:
 
 @dataclass(frozen=True)
 class CreditConfig:
-    """The advantage estimator (a key of `agentrl.credit.ESTIMATORS`) and its keyword options."""
+    """The advantage estimator (a key of `agentrl.credit.ESTIMATORS`) and its keyword options.
+
+    Options may be given flat (`credit.gamma=0.95`) or nested (`credit.options.gamma=0.95`); both land in
+    `options` and are checked against the estimator's own config class when the run config is built.
+    """
 
     estimator: str = "grpo"
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from agentrl.credit import make_config  # numpy only; imported here to keep config import light
+
+        make_config(self.estimator, **dict(self.options))
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,19 @@ def load_config(task: str, overrides: Sequence[str] = (), config_dir: Path = CON
     data.setdefault("task", task)
     for override in overrides:
         apply_override(data, override)
+    fold_credit_options(data)
     return build(RunConfig, data, "")
+
+
+def fold_credit_options(data: dict[str, Any]) -> None:
+    """Move flat estimator options (`credit.gamma`) into `credit.options`."""
+    credit = data.get("credit")
+    if not isinstance(credit, dict):
+        return
+    options = dict(credit.get("options") or {})
+    for key in [key for key in credit if key not in ("estimator", "options")]:
+        options[key] = credit.pop(key)
+    credit["options"] = options
 
 
 def apply_override(data: dict[str, Any], override: str) -> None:

@@ -29,6 +29,7 @@ from agentrl.agent.rollout import collect_rollouts
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig, to_dict
 from agentrl.credit import episodes_to_batch, estimate, split_by_episode
+from agentrl.credit.metrics import credit_metrics
 from agentrl.errors import ConfigError
 from agentrl.models import load_model
 from agentrl.service.embedded import EmbeddedService
@@ -84,7 +85,7 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
             rollout_s = time.perf_counter() - started
             # 3. credit assignment on the episodes that are real training signal
             usable = [episode for episode in episodes if not episode.is_infra_failure]
-            advantages = compute_advantages(usable, config)
+            advantages, credit_stats = compute_advantages(usable, config)
             # 4. policy update (the engine shares these weights: no sync needed)
             started = time.perf_counter()
             samples = training_samples(usable, advantages, config.rollout.max_context_tokens)
@@ -95,6 +96,7 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
             ctx.writer.record_episodes(ctx.run_id, step, "train", infra_only(episodes), None)
             metrics = {
                 **rollout_metrics(episodes),
+                **credit_stats,
                 **update,
                 "rollout_s": rollout_s,
                 "update_s": update_s,
@@ -144,13 +146,15 @@ async def rollout(
     )
 
 
-def compute_advantages(episodes: Sequence[Episode], config: RunConfig) -> list[list[float]]:
-    """Per-episode, per-turn advantages from the configured estimator."""
+def compute_advantages(
+    episodes: Sequence[Episode], config: RunConfig
+) -> tuple[list[list[float]], dict[str, float]]:
+    """Per-episode, per-turn advantages from the configured estimator, and the credit metrics."""
     if not episodes:
-        return []
+        return [], {}
     batch = episodes_to_batch(episodes)
     values = estimate(config.credit.estimator, batch, **dict(config.credit.options))
-    return split_by_episode(values, batch)
+    return split_by_episode(values, batch), credit_metrics(batch, values)
 
 
 def training_samples(

@@ -31,3 +31,13 @@ def test_bad_overrides_say_what_is_wrong(override: str, message: str) -> None:
 def test_unknown_task_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError, match="calc"):
         load_config("no-such-task", [])
+
+
+def test_credit_options_flat_or_nested_are_checked_against_the_estimator() -> None:
+    flat = load_config("calc", ["credit.estimator=gigpo", "credit.gamma=0.9"])
+    nested = load_config("calc", ["credit.estimator=gigpo", "credit.options.gamma=0.9"])
+    assert flat.credit == nested.credit and flat.credit.options["gamma"] == 0.9
+    with pytest.raises(ConfigError, match="no option"):
+        load_config("calc", ["credit.estimator=grpo", "credit.gammma=0.9"])
+    with pytest.raises(ConfigError, match="unknown credit estimator"):
+        load_config("calc", ["credit.estimator=gigppo"])
