@@ -130,7 +130,7 @@ def test_the_examples_are_correct_exchanges_ending_on_submit() -> None:
     for start in (0, 4):
         code = examples[start + 1]["tool_calls"][0]["arguments"]["code"]
         answer = examples[start + 3]["tool_calls"][0]["arguments"]["answer"]
-        assert str(eval(code.removeprefix("print(").removesuffix(")"))) == answer  # our own literal arithmetic
+        assert str(eval(code.removeprefix("print(").removesuffix(")"))) == answer  # our own arithmetic
         assert examples[start + 2]["content"] == f"exit code 0\n{answer}\n"
 
 
