@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leaked_sandboxes() -> Iterator[None]:
+    """After the whole session, no sandbox container this test process started may still exist."""
+    yield
+    from agentrl.errors import SandboxUnavailable
+    from agentrl.sandbox.docker import OWNER_LABEL, labelled_containers, owner, reap
+
+    try:
+        leaked = labelled_containers({OWNER_LABEL: owner()})
+    except SandboxUnavailable:
+        return
+    reap({OWNER_LABEL: owner()})
+    assert not leaked, f"{len(leaked)} sandbox container(s) leaked (removed now): {leaked}"

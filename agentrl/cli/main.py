@@ -10,10 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agentrl.cli import envs, eval, train
+from agentrl.cli import envs, eval, sandbox, train
 from agentrl.errors import AgentRLError
 
-SUBCOMMANDS = {"train": train, "eval": eval, "envs": envs}
+SUBCOMMANDS = {"train": train, "eval": eval, "envs": envs, "sandbox": sandbox}
 
 
 def build_parser() -> argparse.ArgumentParser:

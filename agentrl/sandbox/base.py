@@ -1,7 +1,8 @@
-"""What a sandbox returns: `ExecResult`, the per-exec log record, and pure output truncation.
+"""What a sandbox is and returns: the `Sandbox` protocol, `ExecResult`, the per-exec log record, and pure
+output truncation.
 
-What this is: plain data and pure functions shared by every sandbox backend. What this is not: a backend
-(see `agentrl/sandbox/docker.py`); nothing here touches Docker.
+What this is: plain data, a structural protocol and pure functions shared by every sandbox backend. What this
+is not: a backend (see `agentrl/sandbox/docker.py`); nothing here touches Docker.
 
 Output is capped at both ends: `OutputCapture` keeps at most `limit` head bytes and `limit` tail bytes of a
 stream while it arrives (so a command printing gigabytes costs the host a few KiB), and `truncate_output`
@@ -10,7 +11,15 @@ turns what was kept into text of at most `limit` bytes plus a marker naming how 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
+
+from agentrl.errors import SandboxError
+
+
+class SandboxFileError(SandboxError):
+    """A file could not be written to or read from a sandbox (missing path, full tmpfs, read-only root)."""
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,27 @@ class ExecResult:
     oom: bool
     duration_s: float
     truncated: bool
+
+
+class Sandbox(Protocol):
+    """What every sandbox backend offers; expected failures of a command are fields of `ExecResult`."""
+
+    def exec(
+        self,
+        cmd: list[str] | str,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult: ...
+
+    def write_file(self, path: str, content: str | bytes) -> None: ...
+
+    def read_file(self, path: str) -> str: ...
+
+    def fork(self) -> Sandbox: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -70,6 +100,16 @@ class OutputCapture:
         self.total = 0
         self._head = bytearray()
         self._tail = bytearray()
+
+    @classmethod
+    def from_parts(cls, limit: int, head: bytes, tail: bytes, total: int) -> OutputCapture:
+        """A capture that saw `total` bytes and kept `head` and `tail` (as another capture of the same
+        `limit` would have, e.g. the exec channel's server inside the container)."""
+        capture = cls(limit)
+        capture.total = total
+        capture._head = bytearray(head[:limit])
+        capture._tail = bytearray(tail[-limit:] if limit else b"")
+        return capture
 
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)

@@ -1,31 +1,41 @@
-"""A thin, per-episode Docker sandbox: one hardened container, commands run in it through `docker exec`.
+"""A hardened Docker sandbox: one container, commands run through a persistent in-container exec channel.
 
 What it protects against (SANDBOX.md items in brackets):
 - privilege escalation: non-root user 1000 [1], every capability dropped [2], no-new-privileges and
   Docker's default seccomp profile, never privileged [3]; the Docker socket is never mounted [4];
-- writing outside scratch space: read-only root filesystem, sized tmpfs for /tmp and the workdir [5];
+- writing outside scratch space: read-only root filesystem, sized tmpfs for /tmp and the workdir [5, 7];
 - resource exhaustion: CPU quota, memory limit with swap equal to it, a pids limit, so fork and memory
   bombs end inside the container [6]; runaway commands: a per-command wall clock enforced inside the
-  container with `timeout -s KILL`, which kills the command's whole process group [8]; a leaked container:
-  its keep-alive process exits after `ttl_s` [8];
-- flooding the host with output: each stream keeps a bounded head and tail while it arrives [9];
+  container by the channel server, which SIGKILLs the command's process group and session [8]; a leaked
+  container: its keep-alive process exits after `ttl_s` [8];
+- flooding the host with output: each stream keeps a bounded head and tail while it arrives, and file reads
+  are capped [9];
 - network access: `network_mode="none"`, only loopback inside [10]; no ports are published [11];
 - leaking host secrets: no environment variables are forwarded [12];
-- orphans: every container carries `agentrl.service` / `agentrl.session` labels and `reap` removes them [14].
+- orphans: every container carries `agentrl.service` / `agentrl.session` / `agentrl.owner` labels; `reap`
+  removes by label and `reap_orphans` removes containers whose owning process is gone [14].
 Every exec is logged at DEBUG and kept in `sandbox.exec_log` [15]; `SandboxConfig.runtime="runsc"` switches
 to gVisor where installed [16].
 
-What it does not do (yet): no warm pool (each sandbox pays ~275 ms create+start), no long-lived exec
-channel (each command pays ~71 ms of `docker exec`), no per-episode time budget beyond the container TTL,
-no disk quota beyond the tmpfs sizes [7], no grading-integrity support [13]. A process that leaves its
-process group (`setsid`) survives a command timeout until `close()`. OOM is inferred from exit code 137
-without a timeout, which is what the kernel's OOM killer produces but could also be a self-inflicted KILL.
-The kernel is shared with the host: runc is a container, not a VM.
+Commands go through `ExecChannel` (`channel.py`): one `docker exec` per container at start, then a socket
+round trip per command instead of a fresh `docker exec` (~71 ms here).
+
+Time [8] has three bounds: per command, per episode (`episode_budget_s`, off by default: exec time since the
+sandbox was started or handed out by the pool) and the container TTL.
+
+What it does not do: no grading-integrity support [13] (that is the env's job). A process that starts its
+own session (`setsid`) survives a command timeout until `close()`; a command that kills the channel server
+(it runs as the same user, e.g. `kill -9 -1`) ends the sandbox with `SandboxLost`. `fork()` copies the
+workdir only (not /tmp, not running processes). The kernel is shared with the host: runc is a container, not
+a VM; the process holding the Docker socket is root-equivalent on the host.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import logging
+import os
 import shlex
 import socket
 import time
@@ -36,20 +46,20 @@ from typing import Any
 
 import docker
 import docker.errors
-from docker.utils.socket import frames_iter
 
 from agentrl.errors import SandboxLost, SandboxUnavailable
-from agentrl.sandbox.base import ExecLogEntry, ExecResult, OutputCapture
+from agentrl.sandbox.base import ExecLogEntry, ExecResult, SandboxFileError, truncation_marker
+from agentrl.sandbox.channel import ExecChannel, capture_from_wire
 from agentrl.sandbox.limits import SandboxConfig
 
 logger = logging.getLogger(__name__)
 
 SERVICE_LABEL = "agentrl.service"
 SESSION_LABEL = "agentrl.session"
+OWNER_LABEL = "agentrl.owner"  # host:pid of the process that started the container; see reap_orphans
 DEFAULT_SERVICE = "agentrl-sandbox"
-TIMEOUT_EXIT_CODES = (124, 137)  # `timeout` exits 124 after TERM; with KILL it dies with its child: 128+9
-KILLED_EXIT_CODE = 137
 HOST_GRACE_S = 10.0  # the host stops waiting this long after the in-container timeout should have fired
+FILE_OP_TIMEOUT_S = 30.0  # write_file / read_file / fork archive round trips
 SETUP_HINT = "run `make setup` (it starts the Docker engine and builds the sandbox images)"
 
 
@@ -95,28 +105,22 @@ def container_options(config: SandboxConfig, labels: Mapping[str, str]) -> dict[
     return options
 
 
-def wrap_command(cmd: list[str] | str, timeout_s: float) -> list[str]:
-    """`cmd` (argv, or a shell string) under coreutils `timeout`, so the clock runs inside the container."""
-    argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-    return ["timeout", "-s", "KILL", f"{timeout_s:g}s", *argv]
-
-
-def classify_exit(exit_code: int, duration_s: float, timeout_s: float) -> tuple[bool, bool]:
-    """(timed_out, oom) from the exit code and the wall time; pure (see the module docstring)."""
-    timed_out = exit_code in TIMEOUT_EXIT_CODES and duration_s >= timeout_s
-    oom = exit_code == KILLED_EXIT_CODE and not timed_out
-    return timed_out, oom
-
-
 class DockerSandbox:
-    """One hardened container for one episode. Use as `with DockerSandbox(config, labels) as sandbox:`."""
+    """One hardened container. Use as `with DockerSandbox(config, labels) as sandbox:` (or `async with`)."""
 
-    def __init__(self, config: SandboxConfig | None = None, labels: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        labels: Mapping[str, str] | None = None,
+        client: docker.DockerClient | None = None,
+    ) -> None:
         self.config = config or SandboxConfig()
-        self.labels = {SERVICE_LABEL: DEFAULT_SERVICE, SESSION_LABEL: uuid.uuid4().hex, **(labels or {})}
+        self.labels = sandbox_labels(labels)
         self.exec_log: list[ExecLogEntry] = []
-        self._client: docker.DockerClient | None = None
+        self.started_at = 0.0
+        self._client = client
         self._container: Any = None
+        self._channel: ExecChannel | None = None
 
     def __enter__(self) -> DockerSandbox:
         self.start()
@@ -127,6 +131,15 @@ class DockerSandbox:
     ) -> None:
         self.close()
 
+    async def __aenter__(self) -> DockerSandbox:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.close)
+
     @property
     def container_id(self) -> str:
         if self._container is None:
@@ -134,10 +147,10 @@ class DockerSandbox:
         return str(self._container.id)
 
     def start(self) -> None:
-        """Create and start the container (idempotent)."""
+        """Create and start the container and its exec channel (idempotent)."""
         if self._container is not None:
             return
-        self._client = docker_client()
+        self._client = self._client or docker_client()
         try:
             self._container = self._client.containers.run(
                 self.config.image, **container_options(self.config, self.labels)
@@ -150,42 +163,132 @@ class DockerSandbox:
             raise SandboxUnavailable(
                 f"could not start a sandbox container ({error}); {SETUP_HINT}"
             ) from error
+        try:
+            self._channel = ExecChannel(
+                self._client.api,
+                self.container_id,
+                self.config.user,
+                self.config.workdir,
+                self.config.start_timeout_s,
+            )
+        except BaseException:  # a container without a working channel is useless: never leave it behind
+            self.close()
+            raise
+        self.started_at = time.monotonic()
 
     def exec(
-        self, cmd: list[str] | str, timeout: float | None = None, stdin: str | None = None
+        self,
+        cmd: list[str] | str,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> ExecResult:
-        """Run `cmd` (argv, or a string for `sh -c`) as the sandbox user in the workdir; never raises for
-        the command's own failures (nonzero exit, timeout, OOM): those are data on the result."""
+        """Run `cmd` (argv, or a string for `sh -c`) as the sandbox user, in `cwd` (default: the workdir),
+        with `env` added to the image's environment; never raises for the command's own failures (nonzero
+        exit, timeout, OOM): those are data on the result. `SandboxLost` if the container is gone."""
         timeout_s = self.config.command_timeout_s if timeout is None else timeout
-        argv = wrap_command(cmd, timeout_s)
-        started = time.monotonic()
-        exit_code, stdout, stderr = self._run(argv, stdin, timeout_s + HOST_GRACE_S)
-        duration_s = time.monotonic() - started
-        timed_out, oom = classify_exit(exit_code, duration_s, timeout_s)
-        (out_text, out_dropped), (err_text, err_dropped) = stdout.result(), stderr.result()
-        self._log(argv[4:], exit_code, duration_s, out_dropped + err_dropped, timed_out, oom)
-        return ExecResult(
-            exit_code=exit_code,
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        remaining = self.budget_left()
+        if remaining is not None and remaining <= 0:
+            result = ExecResult(137, "", "the episode's time budget is used up\n", True, False, 0.0, False)
+            self._log(argv, result, 0)
+            return result
+        timeout_s = timeout_s if remaining is None else min(timeout_s, remaining)
+        limit = self.config.output_limit_bytes
+        request = {
+            "op": "exec",
+            "argv": argv,
+            "timeout": timeout_s,
+            "cwd": cwd,
+            "env": dict(env or {}),
+            "stdin": None if stdin is None else base64.b64encode(stdin.encode("utf-8")).decode(),
+            "limit": limit,
+        }
+        reply = self._request(request, timeout_s + HOST_GRACE_S)
+        (out_text, out_dropped) = capture_from_wire(reply["out"], limit).result()
+        (err_text, err_dropped) = capture_from_wire(reply["err"], limit).result()
+        result = ExecResult(
+            exit_code=int(reply["exit"]),
             stdout=out_text,
             stderr=err_text,
-            timed_out=timed_out,
-            oom=oom,
-            duration_s=duration_s,
+            timed_out=bool(reply["timed_out"]),
+            oom=bool(reply["oom"]),
+            duration_s=float(reply["duration"]),
             truncated=bool(out_dropped or err_dropped),
         )
+        self._log(argv, result, out_dropped + err_dropped)
+        return result
 
-    def write_file(self, path: str, content: str) -> None:
-        """Write `content` to `path` inside the container (the workdir or /tmp; the root is read-only).
+    async def aexec(
+        self,
+        cmd: list[str] | str,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """`exec` from asyncio code, on a worker thread (the call blocks on the channel's socket)."""
+        return await asyncio.to_thread(self.exec, cmd, timeout, stdin, cwd, env)
 
-        Raises `SandboxLost` when the write fails (e.g. a full tmpfs). Envs whose agent can fill the disk
-        should write and run in one `exec` instead, so that failure stays the agent's (see the calc env).
-        """
-        result = self.exec(["sh", "-c", 'cat > "$1"', "sh", path], stdin=content)
-        if result.exit_code != 0:
-            raise SandboxLost(f"could not write {path!r} in the sandbox: {result.stderr.strip()}")
+    def write_file(self, path: str, content: str | bytes) -> None:
+        """Write `content` to `path` (the workdir or /tmp; the root is read-only); `SandboxFileError` if the
+        write fails (e.g. a full tmpfs). Envs whose agent can fill the disk should write and run in one
+        `exec` instead, so that failure stays the agent's (see the calc env)."""
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        reply = self._request({"op": "write", "path": path, "data": base64.b64encode(data).decode()})
+        if not reply["ok"]:
+            raise SandboxFileError(f"could not write {path!r} in the sandbox: {reply['error']}")
+
+    def read_file(self, path: str) -> str:
+        """The text of `path`; beyond `read_limit_bytes` only the head is kept, with a marker."""
+        limit = self.config.read_limit_bytes
+        reply = self._request({"op": "read", "path": path, "limit": limit})
+        if not reply["ok"]:
+            raise SandboxFileError(f"could not read {path!r} in the sandbox: {reply['error']}")
+        text = base64.b64decode(reply["data"]).decode("utf-8", "replace")
+        dropped = int(reply["size"]) - limit
+        return text + truncation_marker(dropped) if dropped > 0 else text
+
+    def fork(self, target: DockerSandbox | None = None) -> DockerSandbox:
+        """A sandbox whose workdir holds a copy of this one's: `target` (e.g. fresh from a pool), else a new
+        container with the same config and labels. Copies files only (a tar stream over both channels)."""
+        status, archive = self._live_channel().download(
+            {"op": "tar", "path": self.config.workdir}, FILE_OP_TIMEOUT_S
+        )
+        if not status["ok"]:
+            raise SandboxFileError(f"could not archive the workdir: {status['error']}")
+        child = target or DockerSandbox(self.config, _inherited(self.labels), self._client)
+        child.start()
+        reply = child._live_channel().upload(
+            {"op": "untar", "path": child.config.workdir}, archive, FILE_OP_TIMEOUT_S
+        )
+        if not reply["ok"]:
+            child.close()
+            raise SandboxFileError(f"could not restore the workdir in the fork: {reply['error']}")
+        return child
+
+    def budget_left(self) -> float | None:
+        """Seconds left of `episode_budget_s` since `start()` (or `restart_budget()`), None if unlimited."""
+        budget = self.config.episode_budget_s
+        return None if budget is None else budget - (time.monotonic() - self.started_at)
+
+    def restart_budget(self) -> None:
+        """Start the episode clock now (the pool calls this when it hands a warm sandbox out)."""
+        self.started_at = time.monotonic()
+
+    def alive(self) -> bool:
+        """Whether the channel answers a ping within a second (the pool's health check)."""
+        try:
+            return bool(self._request({"op": "ping"}, 1.0)["ok"])
+        except SandboxLost:
+            return False
 
     def close(self) -> None:
         """Remove the container, whatever state it is in (idempotent)."""
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
         container, self._container = self._container, None
         if container is None:
             return
@@ -196,81 +299,61 @@ class DockerSandbox:
         except docker.errors.APIError as error:
             logger.warning("could not remove sandbox %s (%s); `reap` will", container.id[:12], error)
 
-    def _run(
-        self, argv: list[str], stdin: str | None, wait_s: float
-    ) -> tuple[int, OutputCapture, OutputCapture]:
-        api = self._api()
-        try:
-            exec_id = api.exec_create(
-                self.container_id,
-                argv,
-                stdin=stdin is not None,
-                user=self.config.user,
-                workdir=self.config.workdir,
-            )["Id"]
-            sock = api.exec_start(exec_id, socket=True)
-            stdout, stderr = self._pump(sock, stdin, wait_s)
-            exit_code = _exit_code(api, exec_id)
-        except docker.errors.NotFound as error:
-            raise SandboxLost(f"the sandbox container vanished ({error}); start a new episode") from error
-        except docker.errors.APIError as error:
-            raise SandboxLost(
-                f"the sandbox container is not usable ({error}); start a new episode"
-            ) from error
-        except (TimeoutError, OSError) as error:
-            raise SandboxLost(
-                f"lost the exec stream of {argv[4:]!r} ({error}); start a new episode"
-            ) from error
-        if exit_code is None:
-            raise SandboxLost(f"the command {argv[4:]!r} did not finish; start a new episode")
-        return int(exit_code), stdout, stderr
+    def _request(self, message: dict[str, Any], timeout_s: float = FILE_OP_TIMEOUT_S) -> dict[str, Any]:
+        return self._live_channel().request(message, timeout_s)
 
-    def _pump(self, sock: Any, stdin: str | None, wait_s: float) -> tuple[OutputCapture, OutputCapture]:
-        """Send stdin, then read the multiplexed stdout/stderr frames until the command ends."""
-        raw = getattr(sock, "_sock", sock)
-        raw.settimeout(wait_s)
-        limit = self.config.output_limit_bytes
-        stdout, stderr = OutputCapture(limit), OutputCapture(limit)
-        try:
-            if stdin is not None:
-                raw.sendall(stdin.encode("utf-8"))
-                raw.shutdown(socket.SHUT_WR)
-            for stream, chunk in frames_iter(sock, tty=False):
-                (stderr if stream == 2 else stdout).feed(chunk)
-        finally:
-            sock.close()
-        return stdout, stderr
+    def _live_channel(self) -> ExecChannel:
+        if self._channel is None:
+            raise SandboxLost("the sandbox is not started or already closed; start a new one")
+        return self._channel
 
-    def _api(self) -> Any:
-        if self._client is None:
-            raise SandboxLost("the sandbox is not started; call start() or use it as a context manager")
-        return self._client.api
-
-    def _log(
-        self, command: list[str], exit_code: int, duration_s: float, dropped: int, timed_out: bool, oom: bool
-    ) -> None:
-        entry = ExecLogEntry(tuple(command), exit_code, duration_s, dropped, timed_out, oom)
-        self.exec_log.append(entry)
-        logger.debug(
-            "sandbox %s exec %s -> exit %d in %.3fs (truncated %d bytes%s%s)",
-            self.labels[SESSION_LABEL][:12],
-            shlex.join(command),
-            exit_code,
-            duration_s,
-            dropped,
-            ", timed out" if timed_out else "",
-            ", oom" if oom else "",
+    def _log(self, command: list[str], result: ExecResult, dropped: int) -> None:
+        entry = ExecLogEntry(
+            tuple(command), result.exit_code, result.duration_s, dropped, result.timed_out, result.oom
         )
+        self.exec_log.append(entry)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "sandbox %s exec %s -> exit %d in %.4fs (truncated %d bytes%s%s)",
+                self.labels[SESSION_LABEL][:12],
+                shlex.join(command),
+                result.exit_code,
+                result.duration_s,
+                dropped,
+                ", timed out" if result.timed_out else "",
+                ", oom" if result.oom else "",
+            )
 
 
-def _exit_code(api: Any, exec_id: str) -> int | None:
-    """The exit code once the stream has closed; the engine may record it a moment after."""
-    for _ in range(50):
-        state = api.exec_inspect(exec_id)
-        if not state["Running"] and state["ExitCode"] is not None:
-            return int(state["ExitCode"])
-        time.sleep(0.01)
-    return None
+def sandbox_labels(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The labels of a new sandbox: service, a fresh session, this process as owner, then `extra`."""
+    return {
+        SERVICE_LABEL: DEFAULT_SERVICE,
+        SESSION_LABEL: uuid.uuid4().hex,
+        OWNER_LABEL: owner(),
+        **(extra or {}),
+    }
+
+
+def owner() -> str:
+    """`host:pid` of this process, the value of `agentrl.owner` on every container it starts."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _inherited(labels: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in labels.items() if key != SESSION_LABEL}
+
+
+def labelled_containers(
+    labels_filter: Mapping[str, str], client: docker.DockerClient | None = None
+) -> list[dict[str, Any]]:
+    """Every container (running or not) carrying all of `labels_filter` (a value of "" matches any value),
+    as the engine's list entries (`Id`, `Labels`, `State`, `Created`, ...). One API call and no inspect per
+    container, so containers removed meanwhile cannot make it fail."""
+    client = client or docker_client()
+    # an empty value selects every container that has the label at all
+    selector = [f"{key}={value}" if value else key for key, value in labels_filter.items()]
+    return list(client.api.containers(all=True, filters={"label": selector}))
 
 
 def reap(labels_filter: Mapping[str, str], client: docker.DockerClient | None = None) -> int:
@@ -278,12 +361,39 @@ def reap(labels_filter: Mapping[str, str], client: docker.DockerClient | None = 
     if not labels_filter:
         raise ValueError("reap needs at least one label, e.g. {'agentrl.service': 'agentrl-sandbox'}")
     client = client or docker_client()
-    selector = [f"{key}={value}" for key, value in labels_filter.items()]
+    return sum(_remove(client, entry["Id"]) for entry in labelled_containers(labels_filter, client))
+
+
+def reap_orphans(service: str | None = DEFAULT_SERVICE, client: docker.DockerClient | None = None) -> int:
+    """Remove `service` containers (any service's if None) whose owner process on this host no longer
+    exists, e.g. one killed with SIGKILL; containers of live processes and of other hosts are left alone."""
+    client = client or docker_client()
+    host = socket.gethostname()
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": selector}):
-        try:
-            container.remove(force=True)
-            removed += 1
-        except docker.errors.NotFound:
-            pass
+    for entry in labelled_containers({SERVICE_LABEL: service} if service else {SERVICE_LABEL: ""}, client):
+        owner_host, _, pid = (entry.get("Labels") or {}).get(OWNER_LABEL, "").rpartition(":")
+        if owner_host == host and pid.isdigit() and not _process_exists(int(pid)):
+            removed += _remove(client, entry["Id"])
     return removed
+
+
+def _remove(client: docker.DockerClient, container_id: str) -> int:
+    try:
+        client.api.remove_container(container_id, force=True)
+    except docker.errors.NotFound:
+        return 0
+    except docker.errors.APIError as error:
+        if error.response is not None and error.response.status_code == 409:  # removal already in progress
+            return 0
+        raise
+    return 1
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

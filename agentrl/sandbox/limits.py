@@ -1,8 +1,8 @@
 """Resource and isolation limits of one sandbox container, as a typed config.
 
 What this is: the single place where every sandbox default lives (image, CPU, memory, pids, tmpfs size,
-per-command time and output caps, network, runtime, user, container TTL). What this is not: the code that
-enforces them (`agentrl/sandbox/docker.py`) or a per-task override mechanism.
+per-command time, output and file-read caps, network, runtime, user, container TTL). What this is not:
+the code that enforces them (`agentrl/sandbox/docker.py`) or a per-task override mechanism.
 """
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ class SandboxConfig:
     pids: int = 64  # max processes/threads in the container; contains fork bombs
     tmpfs_size: str = "64m"  # size of each writable tmpfs (/tmp and the workdir)
     command_timeout_s: float = 10.0  # per-exec wall-clock limit, enforced inside the container
+    episode_budget_s: float | None = None  # total exec time from acquire/start; None: only the TTL bounds it
     output_limit_bytes: int = 8192  # per stream; head and tail are kept
+    read_limit_bytes: int = 65536  # read_file returns at most this many bytes (head and tail kept)
     network: str = "none"  # docker network mode; "none" leaves only the loopback interface
     runtime: str | None = None  # e.g. "runsc" for gVisor; None is the engine default (runc)
     user: str = "1000:1000"  # uid:gid of every process in the container; never root
     workdir: str = "/work"
     ttl_s: int = 3600  # the container's keep-alive process exits after this, so leaks end on their own
+    start_timeout_s: float = 30.0  # how long to wait for the exec channel's server to say hello

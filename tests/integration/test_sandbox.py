@@ -1,7 +1,14 @@
-"""DockerSandbox against a real engine (marked `docker`), and its pure helpers (unmarked, no Docker)."""
+"""DockerSandbox and its exec channel against a real engine (marked `docker`), and their pure helpers
+(unmarked, no Docker). Every module-scoped run ends by asserting no container of this process leaked."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
+import os
+import socket
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -9,15 +16,18 @@ import docker
 import pytest
 
 from agentrl.errors import SandboxLost, SandboxUnavailable
-from agentrl.sandbox.base import OutputCapture, truncate_output, truncation_marker
+from agentrl.sandbox.base import OutputCapture, SandboxFileError, truncate_output, truncation_marker
+from agentrl.sandbox.channel import capture_from_wire, frame, split_docker_frames, take_frame, take_message
 from agentrl.sandbox.docker import (
+    OWNER_LABEL,
     SERVICE_LABEL,
     SESSION_LABEL,
     DockerSandbox,
-    classify_exit,
     container_options,
+    labelled_containers,
+    owner,
     reap,
-    wrap_command,
+    reap_orphans,
 )
 from agentrl.sandbox.limits import SandboxConfig
 
@@ -56,16 +66,34 @@ def test_capture_below_the_limit_is_whole() -> None:
     assert capture.result() == ("abc", 0)
 
 
-def test_exit_classification() -> None:
-    assert classify_exit(137, 10.2, 10.0) == (True, False)
-    assert classify_exit(137, 0.5, 10.0) == (False, True)
-    assert classify_exit(124, 10.1, 10.0) == (True, False)
-    assert classify_exit(1, 10.1, 10.0) == (False, False)
+def test_request_frames_are_length_prefixed_json() -> None:
+    data = frame({"op": "ping"})
+    assert data[:4] == len(data[4:]).to_bytes(4, "big") and json.loads(data[4:]) == {"op": "ping"}
 
 
-def test_commands_run_under_timeout() -> None:
-    assert wrap_command("echo hi", 2.5) == ["timeout", "-s", "KILL", "2.5s", "sh", "-c", "echo hi"]
-    assert wrap_command(["python3", "x.py"], 10) == ["timeout", "-s", "KILL", "10s", "python3", "x.py"]
+def test_docker_frames_are_split_and_partial_ones_kept() -> None:
+    buffer = bytearray(b"\x01\x00\x00\x00\x00\x00\x00\x02hi" + b"\x02\x00\x00\x00\x00\x00\x00\x03err")
+    buffer += b"\x01\x00\x00\x00\x00\x00\x00\x05ab"
+    assert split_docker_frames(buffer) == [(1, b"hi"), (2, b"err")]
+    assert bytes(buffer) == b"\x01\x00\x00\x00\x00\x00\x00\x05ab"
+
+
+def test_reply_frames_are_taken_one_at_a_time() -> None:
+    buffer = bytearray(frame({"a": 1}) + bytes([0, 0, 0, 2]) + b"\x00\xff" + bytes(4) + frame({"b": 2})[:5])
+    assert take_message(buffer) == {"a": 1}
+    assert (take_frame(buffer), take_frame(buffer), take_frame(buffer)) == (b"\x00\xff", b"", None)
+    assert len(buffer) == 5
+
+
+def test_wire_capture_matches_a_local_capture() -> None:
+    local = OutputCapture(16)
+    local.feed(b"0123456789" * 10)
+    wire = [
+        base64.b64encode(b"0123456789012345").decode(),
+        base64.b64encode(b"4567890123456789").decode(),
+        100,
+    ]
+    assert capture_from_wire(wire, 16).result() == local.result()
 
 
 def test_container_options_are_hardened() -> None:
@@ -80,6 +108,23 @@ def test_container_options_are_hardened() -> None:
 
 
 # --- against the engine ---
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_leaks() -> Iterator[None]:
+    yield
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException:
+        return
+    for _ in range(50):  # removals run in background threads of the pools
+        if not labelled_containers({OWNER_LABEL: owner()}, client):
+            return
+        time.sleep(0.1)
+    leaked = labelled_containers({OWNER_LABEL: owner()}, client)
+    reap({OWNER_LABEL: owner()}, client)
+    assert not leaked, f"{len(leaked)} sandbox containers leaked"
 
 
 @pytest.fixture
@@ -147,6 +192,116 @@ def test_a_timeout_kills_the_whole_process_tree(sandbox: DockerSandbox) -> None:
 
 
 @pytest.mark.docker
+def test_a_timeout_also_kills_children_that_left_the_process_group(sandbox: DockerSandbox) -> None:
+    script = "import os, time\nif os.fork() == 0:\n    os.setpgid(0, 0)\n    time.sleep(60)\ntime.sleep(60)\n"
+    result = sandbox.exec(["python3", "-c", script], timeout=1.0)
+    assert result.timed_out
+    assert "time.sleep" not in sandbox.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+
+
+@pytest.mark.docker
+def test_the_channel_is_usable_after_a_timeout(sandbox: DockerSandbox) -> None:
+    assert sandbox.exec("while :; do :; done", timeout=0.5).timed_out
+    assert sandbox.exec("echo still here").stdout == "still here\n"
+
+
+@pytest.mark.docker
+def test_a_background_job_does_not_hold_the_call(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("sleep 30 & echo started", timeout=5.0)
+    assert result.stdout == "started\n" and not result.timed_out and result.duration_s < 2
+
+
+@pytest.mark.docker
+def test_the_episode_budget_bounds_every_command(session: str) -> None:
+    config = SandboxConfig(command_timeout_s=10.0, episode_budget_s=1.5)
+    with DockerSandbox(config, {SESSION_LABEL: session}) as sandbox:
+        started = time.monotonic()
+        assert sandbox.exec("sleep 5").timed_out and time.monotonic() - started < 3
+        late = sandbox.exec("echo never")
+        assert late.timed_out and late.stdout == "" and "budget" in late.stderr
+
+
+@pytest.mark.docker
+def test_cwd_env_and_exit_codes(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec('pwd; echo "$GREETING"; exit 3', cwd="/tmp", env={"GREETING": "hi"})
+    assert (result.exit_code, result.stdout) == (3, "/tmp\nhi\n")
+    missing = sandbox.exec(["no-such-program"])
+    assert missing.exit_code == 127 and "No such file" in missing.stderr
+
+
+@pytest.mark.docker
+def test_files_round_trip_and_reads_are_capped(session: str) -> None:
+    config = SandboxConfig(read_limit_bytes=100)
+    with DockerSandbox(config, {SESSION_LABEL: session}) as sandbox:
+        sandbox.write_file("/work/data.bin", "x" * 1000)
+        text = sandbox.read_file("/work/data.bin")
+        assert text.startswith("x" * 100) and "900 bytes truncated" in text
+        with pytest.raises(SandboxFileError):
+            sandbox.read_file("/work/missing")
+        with pytest.raises(SandboxFileError):
+            sandbox.write_file("/etc/owned", "no")
+
+
+@pytest.mark.docker
+def test_fork_copies_the_workdir_and_nothing_else_is_shared(sandbox: DockerSandbox) -> None:
+    sandbox.exec("mkdir -p pkg && echo one > pkg/a.txt && chmod +x pkg/a.txt")
+    child = sandbox.fork()
+    try:
+        assert child.container_id != sandbox.container_id
+        assert child.exec("cat pkg/a.txt; test -x pkg/a.txt && echo exec").stdout == "one\nexec\n"
+        child.exec("echo two > pkg/a.txt")
+        assert sandbox.exec("cat pkg/a.txt").stdout == "one\n"
+        assert child.labels[SESSION_LABEL] != sandbox.labels[SESSION_LABEL]
+    finally:
+        child.close()
+
+
+@pytest.mark.docker
+def test_fork_streams_a_workdir_near_the_tmpfs_size(sandbox: DockerSandbox) -> None:
+    # 48 MB of a 64 MB tmpfs, with a 256 MB memory limit: held whole (and base64-encoded) it would OOM
+    assert sandbox.exec("head -c 48000000 /dev/urandom > big && md5sum big").exit_code == 0
+    child = sandbox.fork()
+    try:
+        assert child.exec("md5sum big").stdout == sandbox.exec("md5sum big").stdout
+    finally:
+        child.close()
+
+
+@pytest.mark.docker
+def test_async_with_starts_and_removes(session: str) -> None:
+    async def episode() -> int:
+        async with DockerSandbox(labels={SESSION_LABEL: session}) as sandbox:
+            return (await sandbox.aexec(["true"])).exit_code
+
+    assert asyncio.run(episode()) == 0
+    assert labelled_containers({SESSION_LABEL: session}) == []
+
+
+@pytest.mark.docker
+def test_reap_orphans_removes_containers_of_dead_owners_only(session: str) -> None:
+    dead = f"{socket.gethostname()}:{_dead_pid()}"
+    orphan = DockerSandbox(labels={SESSION_LABEL: session, OWNER_LABEL: dead})
+    live = DockerSandbox(labels={SESSION_LABEL: session})
+    orphan.start()
+    live.start()
+    try:
+        assert reap_orphans() >= 1
+        remaining = labelled_containers({SESSION_LABEL: session})
+        assert [entry["Id"] for entry in remaining] == [live.container_id]
+    finally:
+        orphan.close()
+        live.close()
+
+
+def _dead_pid() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+@pytest.mark.docker
 def test_output_is_truncated_at_both_ends(sandbox: DockerSandbox) -> None:
     result = sandbox.exec(["python3", "-c", "print('START' + 'x' * 100000 + 'END')"])
     assert result.truncated and result.stdout.startswith("START") and result.stdout.endswith("END\n")
@@ -176,6 +331,16 @@ def test_a_vanished_container_raises_sandbox_lost(sandbox: DockerSandbox) -> Non
 
 
 @pytest.mark.docker
+def test_killing_every_process_ends_the_sandbox_with_sandbox_lost(sandbox: DockerSandbox) -> None:
+    started = time.monotonic()
+    with pytest.raises(SandboxLost):
+        sandbox.exec("kill -9 -1")  # the channel server runs as the same user, so it dies too
+    assert time.monotonic() - started < 5
+    with pytest.raises(SandboxLost):
+        sandbox.exec("true")
+
+
+@pytest.mark.docker
 def test_a_missing_image_says_run_make_setup() -> None:
     with pytest.raises(SandboxUnavailable, match="make setup"):
         DockerSandbox(SandboxConfig(image="agentrl/no-such-image:latest")).start()
@@ -187,7 +352,7 @@ def test_close_removes_the_container(session: str) -> None:
     sandbox.start()
     sandbox.close()
     sandbox.close()
-    assert docker.from_env().containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session}"}) == []
+    assert labelled_containers({SESSION_LABEL: session}) == []
 
 
 @pytest.mark.docker

@@ -1,0 +1,331 @@
+"""The in-container end of the exec channel: a small long-lived server that runs commands on request.
+
+What this is: a standalone, stdlib-only Python 3 program. The host starts it once per container with
+`docker exec -i <container> python3 -I -S -c <this source>` (see `agentrl/sandbox/channel.py`), so any image
+with python3 works and nothing has to be baked into the image. It reads requests on stdin and writes replies
+on stdout, each frame a 4-byte big-endian length followed by that many bytes of UTF-8 JSON; binary payloads
+are base64, except archives: `tar` replies with raw chunk frames (4-byte length + bytes, ended by an empty
+frame) before its JSON status, and `untar` reads such frames right after its request, so a workdir is copied
+without ever being held whole in the container's memory. One request at a time; operations: `exec`,
+`write`, `read`, `tar`, `untar`, `ping`.
+
+`exec` runs argv in a new session (its own process group), feeds stdin, keeps at most `limit` head bytes and
+`limit` tail bytes of each output stream while it arrives, and on timeout SIGKILLs the process group and every
+process left in the command's session, then answers; the server stays usable. OOM is read from the memory
+cgroup's `oom_kill` counter when the kernel exposes it (cgroup v1 `memory.oom_control`, or v2
+`memory.events`), else inferred from SIGKILL without a timeout.
+
+What this is not: a security boundary. It runs as the sandbox user, with the container's limits; a command
+that daemonises with `setsid` survives a timeout (until the container is removed), and a command that kills
+the server (same uid) ends the channel, which the host reports as `SandboxLost`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+from typing import Any
+
+DRAIN_AFTER_KILL_S = 0.2  # after a timeout kill, read what the pipes still hold for this long
+READ_CHUNK = 65536
+CHUNK_SIZE = 1 << 20  # raw chunk frames of tar streams
+OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+
+
+def read_exact(fd: int, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return bytes(data)
+
+
+def send(message: dict[str, Any]) -> None:
+    body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    data = len(body).to_bytes(4, "big") + body
+    while data:
+        data = data[os.write(1, data) :]
+
+
+def send_raw(data: bytes) -> None:
+    """One raw chunk frame (4-byte length + bytes, no JSON); the empty frame ends a stream."""
+    view = memoryview(len(data).to_bytes(4, "big") + data)
+    while view:
+        view = view[os.write(1, view) :]
+
+
+def oom_kills() -> int | None:
+    for path in OOM_FILES:
+        try:
+            with open(path) as handle:
+                for line in handle:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except OSError:
+            continue
+    return None
+
+
+class Capture:
+    """A bounded head and tail of one stream, and its total size."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.total, self.head, self.tail = limit, 0, bytearray(), bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            del self.tail[: max(0, len(self.tail) - self.limit)]
+
+    def wire(self) -> list[Any]:
+        return [base64.b64encode(self.head).decode(), base64.b64encode(self.tail).decode(), self.total]
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL the process group `sid` and any process still in session `sid` (e.g. after setpgid)."""
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except OSError:
+        pass
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:  # fields after the name: state ppid pgrp session ...
+                os.kill(int(name), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue
+
+
+def pump(
+    proc: subprocess.Popen[bytes], stdin: bytes, deadline: float, limit: int
+) -> tuple[Capture, Capture, bool]:
+    """Feed stdin and read stdout/stderr until the command has exited and both pipes closed, or until
+    `deadline` (then kill its session and drain briefly); returns (stdout, stderr, timed_out). Once the
+    command exits, pipes still held open by a background child get `DRAIN_AFTER_KILL_S` more."""
+    assert proc.stdout is not None and proc.stderr is not None
+    captures = {proc.stdout.fileno(): Capture(limit), proc.stderr.fileno(): Capture(limit)}
+    selector = selectors.DefaultSelector()
+    for fd in captures:
+        selector.register(fd, selectors.EVENT_READ)
+    if proc.stdin is not None:
+        os.set_blocking(proc.stdin.fileno(), False)
+        selector.register(proc.stdin, selectors.EVENT_WRITE)
+    pidfd = os.pidfd_open(proc.pid)  # readable once the command exits: no polling, no sleeps
+    selector.register(pidfd, selectors.EVENT_READ)
+    exited = timed_out = False
+    while not exited or any(fd in selector.get_map() for fd in captures):
+        left = deadline - time.monotonic()
+        if left <= 0 and (exited or timed_out):
+            break
+        if left <= 0:
+            timed_out = True
+            kill_session(proc.pid)
+            deadline = time.monotonic() + DRAIN_AFTER_KILL_S
+            continue
+        for key, _ in selector.select(left):
+            if key.fd == pidfd:
+                exited = True
+                selector.unregister(pidfd)
+                deadline = min(deadline, time.monotonic() + DRAIN_AFTER_KILL_S)
+            elif key.fileobj is proc.stdin:
+                stdin = _write_some(proc, selector, stdin)
+            else:
+                chunk = os.read(key.fd, READ_CHUNK)
+                if chunk:
+                    captures[key.fd].feed(chunk)
+                else:
+                    selector.unregister(key.fd)
+    selector.close()
+    os.close(pidfd)
+    return captures[proc.stdout.fileno()], captures[proc.stderr.fileno()], timed_out
+
+
+def _write_some(proc: subprocess.Popen[bytes], selector: selectors.BaseSelector, data: bytes) -> bytes:
+    assert proc.stdin is not None
+    try:
+        data = data[os.write(proc.stdin.fileno(), data[:READ_CHUNK]) :]
+    except BrokenPipeError:
+        data = b""
+    if not data:
+        selector.unregister(proc.stdin)
+        proc.stdin.close()
+    return data
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    stdin = base64.b64decode(request["stdin"]) if request.get("stdin") is not None else None
+    env = {**os.environ, **(request.get("env") or {})}
+    argv = list(request["argv"])
+    # resolving the PATH here is much cheaper than letting the child try each directory (~3 ms vs ~0.6 ms)
+    argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0] if "/" not in argv[0] else argv[0]
+    oom_before = oom_kills()
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=request.get("cwd"),
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as error:
+        failed = Capture(request["limit"])
+        failed.feed(f"{error.filename or argv[0]}: {error.strerror}\n".encode())
+        code = 127 if isinstance(error, FileNotFoundError) else 126
+        return {
+            "ok": True,
+            "exit": code,
+            "timed_out": False,
+            "oom": False,
+            "duration": time.monotonic() - started,
+            "out": Capture(0).wire(),
+            "err": failed.wire(),
+        }
+    deadline = started + request["timeout"]
+    stdout, stderr, timed_out = pump(proc, stdin or b"", deadline, request["limit"])
+    if timed_out:
+        kill_session(proc.pid)  # stragglers that appeared while draining
+    returncode = proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None and not stream.closed:
+            stream.close()
+    oom_after = oom_kills()
+    killed = returncode == -signal.SIGKILL
+    oom = (oom_after > oom_before) if oom_before is not None and oom_after is not None else killed
+    return {
+        "ok": True,
+        "exit": 128 - returncode if returncode < 0 else returncode,
+        "timed_out": timed_out,
+        "oom": bool(oom and killed and not timed_out),
+        "duration": time.monotonic() - started,
+        "out": stdout.wire(),
+        "err": stderr.wire(),
+    }
+
+
+def write(request: dict[str, Any]) -> dict[str, Any]:
+    with open(request["path"], "wb") as handle:
+        handle.write(base64.b64decode(request["data"]))
+    return {"ok": True}
+
+
+def read(request: dict[str, Any]) -> dict[str, Any]:
+    with open(request["path"], "rb") as handle:
+        data = handle.read(request["limit"] + 1)
+        size = os.fstat(handle.fileno()).st_size
+    return {"ok": True, "data": base64.b64encode(data[: request["limit"]]).decode(), "size": size}
+
+
+class ChunkWriter:
+    """A file object for tarfile's stream mode that sends what it is given as raw chunk frames."""
+
+    def __init__(self) -> None:
+        self.pending = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.pending += data
+        if len(self.pending) >= CHUNK_SIZE:
+            self.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        if self.pending:
+            send_raw(bytes(self.pending))
+            self.pending.clear()
+
+
+class ChunkReader:
+    """A file object for tarfile's stream mode that reads raw chunk frames until the empty one."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.done = False
+
+    def read(self, size: int = -1) -> bytes:
+        while not self.done and (size < 0 or len(self.buffer) < size):
+            length = int.from_bytes(read_exact(0, 4), "big")
+            if length == 0:
+                self.done = True
+            else:
+                self.buffer += read_exact(0, length)
+        size = len(self.buffer) if size < 0 else size
+        data = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return data
+
+    def drain(self) -> None:
+        """Consume the rest of the stream, so the next request starts at a frame boundary."""
+        while not self.done:
+            self.buffer.clear()
+            self.read(CHUNK_SIZE)
+
+
+def tar(request: dict[str, Any]) -> dict[str, Any]:
+    """Streams an archive of `path` as raw chunk frames, then the empty frame; the status follows."""
+    writer = ChunkWriter()
+    try:
+        with tarfile.open(fileobj=writer, mode="w|") as archive:  # type: ignore[call-overload]
+            for name in sorted(os.listdir(request["path"])):
+                archive.add(os.path.join(request["path"], name), arcname=name)
+        writer.flush()
+    finally:
+        send_raw(b"")
+    return {"ok": True}
+
+
+def untar(request: dict[str, Any]) -> dict[str, Any]:
+    """Extracts the archive that follows the request as raw chunk frames into `path`."""
+    reader = ChunkReader()
+    try:
+        with tarfile.open(fileobj=reader, mode="r|") as archive:  # type: ignore[call-overload]
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4; the filter refuses links out of `path`
+                archive.extractall(request["path"], filter="data")
+            else:
+                archive.extractall(request["path"])
+    finally:
+        reader.drain()
+    return {"ok": True}
+
+
+OPERATIONS = {"exec": run, "write": write, "read": read, "tar": tar, "untar": untar}
+
+
+def serve() -> None:
+    send({"ok": True, "hello": 1, "pid": os.getpid()})
+    while True:
+        try:
+            request = json.loads(read_exact(0, int.from_bytes(read_exact(0, 4), "big")))
+        except EOFError:
+            return  # the host closed the channel
+        operation = OPERATIONS.get(request.get("op"))
+        if request.get("op") == "ping":
+            send({"ok": True})
+            continue
+        try:
+            send(operation(request) if operation else {"ok": False, "error": "unknown op"})
+        except (OSError, ValueError, KeyError, tarfile.TarError) as error:
+            send({"ok": False, "error": f"{type(error).__name__}: {error}"})
+
+
+if __name__ == "__main__":
+    serve()
