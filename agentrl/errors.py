@@ -7,7 +7,8 @@
     │   └── EnvPluginError     an installed plugin failed to import or register
     ├── SandboxError           the sandbox layer failed (infrastructure, not the agent's fault)
     │   ├── SandboxUnavailable Docker engine or image missing; run `make setup`
-    │   └── SandboxLost        a container died or vanished mid-episode
+    │   ├── SandboxLost        a container died or vanished mid-episode
+    │   └── SandboxFileError   a file could not be written to or read from a sandbox
     ├── ServiceError           the env service failed or refused a request
     │   ├── ServiceUnavailable the service could not be reached or returned 5xx
     │   └── SessionNotFound    the session id is unknown (expired or closed)
@@ -52,6 +53,10 @@ class SandboxUnavailable(SandboxError):
 
 class SandboxLost(SandboxError):
     """A sandbox container died or vanished while in use."""
+
+
+class SandboxFileError(SandboxError):
+    """A file could not be written to or read from a sandbox (missing path, full tmpfs, read-only root)."""
 
 
 class ServiceError(AgentRLError):

@@ -7,7 +7,8 @@ reset-by-discard and fork (`pool.py`). What this is not: image building (`script
 `agentrl sandbox build`) or grading (envs own that).
 """
 
-from agentrl.sandbox.base import ExecLogEntry, ExecResult, Sandbox, SandboxFileError, truncate_output
+from agentrl.errors import SandboxFileError
+from agentrl.sandbox.base import ExecLogEntry, ExecResult, Sandbox, truncate_output
 from agentrl.sandbox.docker import DockerSandbox, reap, reap_orphans
 from agentrl.sandbox.limits import SandboxConfig
 from agentrl.sandbox.pool import PoolConfig, SandboxPool

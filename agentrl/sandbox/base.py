@@ -15,12 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from agentrl.errors import SandboxError
-
-
-class SandboxFileError(SandboxError):
-    """A file could not be written to or read from a sandbox (missing path, full tmpfs, read-only root)."""
-
 
 @dataclass(frozen=True)
 class ExecResult:

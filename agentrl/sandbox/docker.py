@@ -47,8 +47,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from agentrl.errors import SandboxLost, SandboxUnavailable
-from agentrl.sandbox.base import ExecLogEntry, ExecResult, SandboxFileError, truncation_marker
+from agentrl.errors import SandboxFileError, SandboxLost, SandboxUnavailable
+from agentrl.sandbox.base import ExecLogEntry, ExecResult, truncation_marker
 from agentrl.sandbox.channel import ExecChannel, capture_from_wire
 from agentrl.sandbox.limits import SandboxConfig
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from agentrl.errors import SandboxLost, SandboxUnavailable
-from agentrl.sandbox.base import OutputCapture, SandboxFileError, truncate_output, truncation_marker
+from agentrl.errors import SandboxFileError, SandboxLost, SandboxUnavailable
+from agentrl.sandbox.base import OutputCapture, truncate_output, truncation_marker
 from agentrl.sandbox.channel import capture_from_wire, frame, split_docker_frames, take_frame, take_message
 from agentrl.sandbox.docker import (
     OWNER_LABEL,
