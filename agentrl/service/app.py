@@ -5,12 +5,15 @@ What this is: `create_app(settings)`: imports the `preload` modules, mounts the 
 session). Every error leaves as `{"error": {"type", "message"}}`; `type` is the exception class name, which
 is what `agentrl.client` branches on.
 
-What this is not: authentication (a later issue; until then `agentrl.service.server` binds loopback only)
-or a place for logic: handlers call `SessionManager` and `agentrl.env`.
+Protection (`agentrl.service.protection`) wraps the app: bearer token when `settings.token` is set, body
+size limit. Every error response is counted in `ServiceMetrics` by type and status (GET /metrics).
 
-Status mapping: unknown env or session 404; invalid request body 422; env rejected the task 422; step after
-the episode ended 409; service full 429 with Retry-After; sandbox failure 503 (an infrastructure failure,
-not the agent's); anything else 500.
+What this is not: a place for logic: handlers call `SessionManager` and `agentrl.env`.
+
+Status mapping: missing or wrong token 401; unknown env or session 404; invalid request body 422; env
+rejected the task 422; step after the episode ended 409; body over `max_body_bytes` 413; service full 429
+with Retry-After; sandbox failure 503 with Retry-After (an infrastructure failure, not the agent's); step
+over `step_timeout_s` 504; anything else 500 (a bug: no request should reach it).
 """
 
 from __future__ import annotations
@@ -27,9 +30,17 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentrl.errors import AgentRLError, EnvNotFound, EnvPluginError, SandboxError, SessionNotFound
-from agentrl.service.routers import envs, health, sessions
+from agentrl.service.metrics import ServiceMetrics
+from agentrl.service.protection import BodyTooLarge, ProtectionMiddleware
+from agentrl.service.routers import envs, health, metrics, sessions
 from agentrl.service.schemas import ErrorDetail, ErrorResponse
-from agentrl.service.sessions import EpisodeOver, InvalidTask, SessionLimitReached, SessionManager
+from agentrl.service.sessions import (
+    EpisodeOver,
+    InvalidTask,
+    SessionLimitReached,
+    SessionManager,
+    StepTimedOut,
+)
 from agentrl.service.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -41,16 +52,19 @@ STATUS_OF_ERROR: dict[type[AgentRLError], int] = {
     EpisodeOver: 409,
     SessionLimitReached: 429,
     SandboxError: 503,
+    StepTimedOut: 504,
 }
+RETRY_AFTER_STATUSES = frozenset({429, 503})
 
 
 def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
     preload_modules(settings.preload)
+    service_metrics = ServiceMetrics()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        manager = SessionManager(settings)
+        manager = SessionManager(settings, service_metrics)
         app.state.sessions = manager
         reaper = asyncio.create_task(manager.reap_forever())
         try:
@@ -61,9 +75,16 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
 
     app = FastAPI(title="agentrl env service", version="1", lifespan=lifespan)
     app.state.settings = settings
-    for router in (health.router, envs.router, sessions.router):
+    app.state.metrics = service_metrics
+    for router in (health.router, envs.router, sessions.router, metrics.router):
         app.include_router(router)
-    _add_error_handlers(app, settings)
+    _add_error_handlers(app, settings, service_metrics)
+    app.add_middleware(
+        ProtectionMiddleware,
+        token=settings.token,
+        max_body_bytes=settings.max_body_bytes,
+        on_reject=lambda type_, status: service_metrics.errors.update([(type_, status)]),
+    )
     return app
 
 
@@ -92,29 +113,41 @@ def status_of(exc: AgentRLError) -> int:
     return 500
 
 
-def _add_error_handlers(app: FastAPI, settings: ServiceSettings) -> None:
+def _add_error_handlers(app: FastAPI, settings: ServiceSettings, service_metrics: ServiceMetrics) -> None:
+    def respond(
+        status: int, type_: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> JSONResponse:
+        service_metrics.errors[(type_, status)] += 1
+        if status in RETRY_AFTER_STATUSES:
+            headers = {**(headers or {}), "Retry-After": str(settings.retry_after_s)}
+        return error_response(status, type_, message, headers)
+
     async def on_agentrl_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, AgentRLError)
         status = status_of(exc)
         if status == 500:
             log.error("%s %s failed: %r", request.method, request.url.path, exc)
-        headers = {"Retry-After": str(settings.retry_after_s)} if status == 429 else None
-        return error_response(status, type(exc).__name__, str(exc), headers)
+        return respond(status, type(exc).__name__, str(exc))
 
     async def on_invalid_request(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         problems = "; ".join(_describe(error) for error in exc.errors())
-        return error_response(422, "InvalidRequest", f"invalid request: {problems}")
+        return respond(422, "InvalidRequest", f"invalid request: {problems}")
+
+    async def on_body_too_large(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, BodyTooLarge)
+        return respond(413, "RequestTooLarge", str(exc.detail))
 
     async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        return error_response(exc.status_code, "HTTPError", str(exc.detail), exc.headers)
+        return respond(exc.status_code, "HTTPError", str(exc.detail), exc.headers)
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("%s %s crashed", request.method, request.url.path)
-        return error_response(500, "InternalError", f"{type(exc).__name__}: {exc}; see the service log")
+        return respond(500, "InternalError", f"{type(exc).__name__}: {exc}; see the service log")
 
     app.add_exception_handler(AgentRLError, on_agentrl_error)
+    app.add_exception_handler(BodyTooLarge, on_body_too_large)
     app.add_exception_handler(RequestValidationError, on_invalid_request)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(Exception, on_unexpected)

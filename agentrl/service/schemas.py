@@ -36,7 +36,8 @@ class ActionModel(_Strict):
 class CreateSessionRequest(_Strict):
     env_id: str
     task: dict[str, Any]
-    seed: int
+    seed: int = Field(ge=0, lt=2**63)
+    """Non-negative, as Gymnasium and NumPy seeding require; a 64-bit range keeps it storable."""
 
 
 class CreateSessionResponse(_Strict):

@@ -1,8 +1,9 @@
 """`python -m agentrl.service`: run the env service under uvicorn.
 
 What this is: command-line parsing into `ServiceSettings` and one `uvicorn.run`. Unset options keep the
-defaults of `ServiceSettings`. What this is not: a production deployment; there is no auth yet, so a
-non-loopback host is refused.
+defaults of `ServiceSettings`. The bearer token comes from the AGENTRL_SERVICE_TOKEN environment variable
+(not a flag: command lines are visible to every user); binding anything but loopback without a token is
+refused. What this is not: TLS termination or a process manager; put a load balancer or proxy in front.
 """
 
 from __future__ import annotations
@@ -19,17 +20,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrl.errors import AgentRLError, ConfigError
-from agentrl.service.settings import ServiceSettings
+from agentrl.service.settings import TOKEN_ENV, ServiceSettings
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> ServiceSettings:
     parser = argparse.ArgumentParser(
         prog="python -m agentrl.service", description="Run the agentrl env service."
     )
-    parser.add_argument("--host", help="interface to bind (loopback only for now)")
+    parser.add_argument("--host", help=f"interface to bind; non-loopback needs {TOKEN_ENV}")
     parser.add_argument("--port", type=int)
     parser.add_argument("--max-sessions", dest="max_sessions", type=int)
     parser.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="seconds")
+    parser.add_argument("--step-timeout", dest="step_timeout_s", type=float, help="seconds")
+    parser.add_argument("--max-body-bytes", dest="max_body_bytes", type=int)
     parser.add_argument("--preload", action="append", help="module to import at startup (repeatable)")
     parser.add_argument("--env-kwargs", dest="env_kwargs", type=json.loads, help='JSON: {"env id": {kwargs}}')
     given: dict[str, Any] = {
@@ -37,23 +40,28 @@ def parse_settings(argv: Sequence[str] | None = None) -> ServiceSettings:
     }
     if "preload" in given:
         given["preload"] = tuple(given["preload"])
-    settings = ServiceSettings(**given)
-    check_loopback(settings.host)
+    token = os.environ.get(TOKEN_ENV) or None
+    settings = ServiceSettings(**given, token=token)
+    check_bind(settings.host, settings.token)
     return settings
 
 
-def check_loopback(host: str) -> None:
-    """Refuse to bind anything but loopback: the service has no authentication yet."""
+def is_loopback(host: str) -> bool:
     if host == "localhost":
-        return
+        return True
     try:
-        loopback = ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        loopback = False
-    if not loopback:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to bind a non-loopback address without a token: anyone who can reach it could run envs."""
+    if token is None and not is_loopback(host):
         raise ConfigError(
-            f"refusing to bind {host!r}: the env service has no authentication yet, so it listens on "
-            "loopback only; use --host 127.0.0.1 and reach it through an SSH tunnel or a local load balancer"
+            f"refusing to bind {host!r} without authentication: set {TOKEN_ENV} to a long random secret "
+            f"(e.g. `export {TOKEN_ENV}=$(openssl rand -hex 32)`) in the service's and the clients' "
+            "environment, or bind a loopback address such as 127.0.0.1"
         )
 
 

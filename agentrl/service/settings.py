@@ -1,4 +1,4 @@
-"""Settings of the env service: where it listens, how many sessions it holds, how long idle ones live.
+"""Settings of the env service: where it listens, who may call it, and its limits (sessions, body, time).
 
 What this is: one frozen dataclass; every default lives here. What this is not: the run config of a
 training job (that is `agentrl/config.py`); the service knows nothing about training.
@@ -10,11 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+TOKEN_ENV = "AGENTRL_SERVICE_TOKEN"
+"""The environment variable holding the bearer token, read by the service and by `agentrl.client`."""
+
 
 @dataclass(frozen=True)
 class ServiceSettings:
     host: str = "127.0.0.1"
-    """Interface to bind; loopback only until the service has auth."""
+    """Interface to bind; anything but loopback requires `token`."""
     port: int = 8765
     max_sessions: int = 256
     """Live sessions beyond this get 429 with Retry-After."""
@@ -23,7 +26,15 @@ class ServiceSettings:
     reap_interval_s: float = 10.0
     """How often the reaper looks for idle sessions."""
     retry_after_s: int = 5
-    """Retry-After sent with 429 when the service is full."""
+    """Retry-After sent with 429 (service full) and 503 (sandbox failure)."""
+    token: str | None = field(default=None, repr=False)
+    """Bearer token every request but /healthz must carry; `python -m agentrl.service` reads it from the
+    AGENTRL_SERVICE_TOKEN environment variable (never from the command line, where `ps` would show it)."""
+    max_body_bytes: int = 1_048_576
+    """Request bodies larger than this get 413."""
+    step_timeout_s: float = 90.0
+    """An env step running longer gets 504 and its session is closed once the step returns; below the
+    client's own timeout (`agentrl.client.ClientConfig.timeout_s`) so the client hears why."""
     env_kwargs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per env id, constructor kwargs passed to `make`."""
     preload: tuple[str, ...] = ()

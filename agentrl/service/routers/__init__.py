@@ -1,1 +1,1 @@
-"""One router per resource: envs, sessions, health. Handlers are a few lines each."""
+"""One router per resource: envs, sessions, health, metrics. Handlers are a few lines each."""

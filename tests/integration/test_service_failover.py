@@ -1,0 +1,66 @@
+"""Two real env service replicas (EmbeddedService, uvicorn on loopback ports) behind one EnvClient, with a
+bearer token: one replica is stopped mid-run; its session's next step is an infrastructure failure and new
+sessions fail over to the survivor."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import httpx
+import pytest
+from fixtures_envs import GUESS_NUMBER_ID
+
+from agentrl.client import ClientConfig, EnvClient
+from agentrl.errors import INFRA_ERRORS, ServiceUnavailable
+from agentrl.service.embedded import EmbeddedService
+from agentrl.service.settings import TOKEN_ENV
+from agentrl.types import Action, ToolCall
+
+TOKEN = "integration-token"
+
+
+def _guess(number: int) -> Action:
+    return Action(text="", tool_calls=(ToolCall(name="guess", arguments={"number": number}),))
+
+
+async def _run(a: EmbeddedService, b: EmbeddedService) -> None:
+    config = ClientConfig(retries=1, backoff_s=0.01)
+    async with EnvClient([a.url, b.url], config=config) as client:  # token from the environment
+        anonymous = httpx.get(f"{a.url}/v1/envs", headers={"authorization": ""}, trust_env=False)
+        assert anonymous.status_code == 401
+        on_a = await client.create_session(GUESS_NUMBER_ID, {"target": 3}, seed=0)
+        on_b = await client.create_session(GUESS_NUMBER_ID, {"target": 3}, seed=0)
+        assert (await client.step(on_a.session_id, _guess(2))).observation == "higher"
+        assert (await client.step(on_b.session_id, _guess(2))).observation == "higher"
+
+        a.stop()  # replica a dies mid-episode
+        with pytest.raises(ServiceUnavailable, match=f"127.0.0.1:{a.port} unreachable") as caught:
+            await client.step(on_a.session_id, _guess(3))
+        assert isinstance(caught.value, INFRA_ERRORS)  # the runner records stop_reason="infra_error"
+        with contextlib.suppress(*INFRA_ERRORS):  # as the runner does
+            await client.close_session(on_a.session_id)
+
+        replacement = await client.create_session(GUESS_NUMBER_ID, {"target": 3}, seed=0)
+        assert (await client.step(replacement.session_id, _guess(3))).reward == 1.0
+        assert (await client.step(on_b.session_id, _guess(3))).reward == 1.0
+        health = httpx.get(f"{b.url}/healthz", trust_env=False).json()
+        assert health["sessions"] == 2
+        metrics = httpx.get(
+            f"{b.url}/metrics", headers={"authorization": f"Bearer {TOKEN}"}, trust_env=False
+        ).text
+        assert "agentrl_service_sessions_created_total 2" in metrics
+        assert "agentrl_service_step_seconds_count 3" in metrics
+
+
+def test_a_stopped_replica_fails_its_episode_and_sessions_fail_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)  # inherited by both replicas and read by the client
+    with (
+        EmbeddedService(tmp_path / "a.log", preload=["fixtures_envs"]) as a,
+        EmbeddedService(tmp_path / "b.log", preload=["fixtures_envs"]) as b,
+    ):
+        asyncio.run(_run(a, b))
+    assert " 401 " in (tmp_path / "a.log").read_text()
