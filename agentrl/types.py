@@ -68,6 +68,8 @@ class Turn:
     prompt_ids:          [P_t] tokens appended before this turn's generation (see module docstring)
     completion_ids:      [C_t] tokens the engine sampled for this turn
     completion_logprobs: [C_t] sampler log-probabilities of `completion_ids` (at the sampling temperature)
+    answer_prob:         IGPO's p_t, the policy's probability of the known answer before this turn; set by
+                         the trainer (`agentrl/trainer/answer_probs.py`), None otherwise
     """
 
     index: int
@@ -83,6 +85,7 @@ class Turn:
     terminated: bool = False
     truncated: bool = False
     info: Mapping[str, Any] = field(default_factory=dict)
+    answer_prob: float | None = None
 
     @property
     def num_tokens(self) -> int:

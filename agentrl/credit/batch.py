@@ -21,7 +21,11 @@ from agentrl.types import Episode, StepBatch, Turn
 
 
 def episodes_to_batch(episodes: Sequence[Episode]) -> StepBatch:
-    """One row per turn; group = episode.group_id, states = episode.state_keys, valid = not turn.invalid."""
+    """One row per turn; group = episode.group_id, states = episode.state_keys, valid = not turn.invalid.
+
+    answer_probs = the turns' `answer_prob` (IGPO) when every turn of every episode has one, else None.
+    """
+    with_probs = _all_turns_have_answer_probs(episodes)
     records = [
         {
             "group": episode.group_id,
@@ -29,10 +33,16 @@ def episodes_to_batch(episodes: Sequence[Episode]) -> StepBatch:
             "rewards": [turn.reward for turn in episode.turns],
             "valid": [not turn.invalid for turn in episode.turns],
             "actions": [action_key(turn) for turn in episode.turns],
+            **({"answer_probs": [turn.answer_prob for turn in episode.turns]} if with_probs else {}),
         }
         for episode in episodes
     ]
     return records_to_batch(records)
+
+
+def _all_turns_have_answer_probs(episodes: Sequence[Episode]) -> bool:
+    probs = [turn.answer_prob for episode in episodes for turn in episode.turns]
+    return bool(probs) and None not in probs
 
 
 def action_key(turn: Turn) -> Hashable:

@@ -36,6 +36,7 @@ from agentrl.service.embedded import EmbeddedService
 from agentrl.store.repository import create_run, finish_run, open_store
 from agentrl.store.writer import StoreWriter
 from agentrl.tasks import Task, load_tasks, sample_tasks
+from agentrl.trainer.answer_probs import attach_answer_probs
 from agentrl.trainer.samples import TrainSample, episode_to_sample
 from agentrl.trainer.update import make_optimizer, policy_update
 from agentrl.types import Episode
@@ -85,6 +86,9 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
             rollout_s = time.perf_counter() - started
             # 3. credit assignment on the episodes that are real training signal
             usable = [episode for episode in episodes if not episode.is_infra_failure]
+            if config.credit.estimator == "igpo":  # p_t under the current policy, before this update
+                answers = {str(task["id"]): str(task["answer"]) for task in tasks}
+                usable = attach_answer_probs(usable, answers, ctx.engine.model, ctx.engine.tokenizer)
             advantages, credit_stats = compute_advantages(usable, config)
             # 4. policy update (the engine shares these weights: no sync needed)
             started = time.perf_counter()
