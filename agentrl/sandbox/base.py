@@ -11,9 +11,11 @@ turns what was kept into text of at most `limit` bytes plus a marker naming how 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from types import TracebackType
+from typing import Protocol, Self
 
 
 @dataclass(frozen=True)
@@ -130,3 +132,31 @@ class OutputCapture:
         tail = end[len(end) - tail_size :] if tail_size else b""
         dropped = self.total - len(head) - len(tail)
         return _join(head, tail, dropped), dropped
+
+
+class StartClose:
+    """`with` / `async with` over blocking `start()` and `close()` (the async forms run them in a thread)."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.close)

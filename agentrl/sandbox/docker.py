@@ -41,14 +41,13 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
 import docker
 import docker.errors
 
 from agentrl.errors import SandboxFileError, SandboxLost, SandboxUnavailable
-from agentrl.sandbox.base import ExecLogEntry, ExecResult, truncation_marker
+from agentrl.sandbox.base import ExecLogEntry, ExecResult, StartClose, truncation_marker
 from agentrl.sandbox.channel import ExecChannel, capture_from_wire
 from agentrl.sandbox.limits import SandboxConfig
 
@@ -105,7 +104,7 @@ def container_options(config: SandboxConfig, labels: Mapping[str, str]) -> dict[
     return options
 
 
-class DockerSandbox:
+class DockerSandbox(StartClose):
     """One hardened container. Use as `with DockerSandbox(config, labels) as sandbox:` (or `async with`)."""
 
     def __init__(
@@ -121,24 +120,6 @@ class DockerSandbox:
         self._client = client
         self._container: Any = None
         self._channel: ExecChannel | None = None
-
-    def __enter__(self) -> DockerSandbox:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> DockerSandbox:
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await asyncio.to_thread(self.close)
 
     @property
     def container_id(self) -> str:

@@ -22,11 +22,11 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import TracebackType
 
 import docker
 
 from agentrl.errors import SandboxError, SandboxUnavailable
+from agentrl.sandbox.base import StartClose
 from agentrl.sandbox.docker import (
     DEFAULT_SERVICE,
     SERVICE_LABEL,
@@ -51,7 +51,7 @@ class PoolConfig:
     retry_after_error_s: float = 1.0  # a refill thread waits this long after a failed start
 
 
-class SandboxPool:
+class SandboxPool(StartClose):
     """Warm sandboxes of one `SandboxConfig`. Use as `with SandboxPool(...) as pool:` (or `async with`)."""
 
     def __init__(
@@ -73,24 +73,6 @@ class SandboxPool:
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._remover = ThreadPoolExecutor(self.config.remove_workers, thread_name_prefix="sandbox-remove")
-
-    def __enter__(self) -> SandboxPool:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> SandboxPool:
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await asyncio.to_thread(self.close)
 
     @property
     def ready(self) -> int:

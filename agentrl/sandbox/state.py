@@ -21,30 +21,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
 
 from agentrl.errors import ConfigError, SandboxError
-from agentrl.sandbox.base import ExecResult
+from agentrl.sandbox.base import ExecResult, Sandbox
 
 
 class StateKeyError(SandboxError):
     """The workspace digest could not be computed (the exec failed or printed no digest)."""
-
-
-class Executes(Protocol):
-    """The one sandbox capability the workspace key needs (`DockerSandbox` has it)."""
-
-    def exec(
-        self,
-        cmd: list[str] | str,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> ExecResult: ...
 
 
 @dataclass(frozen=True)
@@ -119,7 +104,7 @@ def parse_digest(result: ExecResult, config: WorkspaceKeyConfig) -> str:
     return digest[: config.length]
 
 
-def workspace_state_key(sandbox: Executes, config: WorkspaceKeyConfig = WorkspaceKeyConfig()) -> str:
+def workspace_state_key(sandbox: Sandbox, config: WorkspaceKeyConfig = WorkspaceKeyConfig()) -> str:
     """A short hex key of everything under `config.root` in `sandbox` (see the module docstring)."""
     return parse_digest(sandbox.exec(digest_command(config), timeout=config.timeout_s), config)
 
