@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
+from tiny_tokenizers import byte_tokenizer
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.hf import HFEngine, HFEngineConfig, cut_index, left_pad
@@ -22,11 +22,6 @@ from agentrl.env.core import tool_spec
 from agentrl.errors import ConfigError, ModelError
 from agentrl.models import ModelConfig, alias_cache_path, load_model
 
-CHATML = (
-    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
 TOOLS = [tool_spec("python", "Run Python code and see its output.", {"code": {"type": "string"}})]
 EXAMPLES: list[dict[str, Any]] = [
     {"role": "user", "content": "What is 2+2?"},
@@ -39,20 +34,6 @@ EXAMPLES: list[dict[str, Any]] = [
     {"role": "assistant", "content": "", "tool_calls": [{"name": "submit", "arguments": {"answer": "4"}}]},
 ]
 QUESTIONS = ["What is 3+5?", "What is 7*6?", "What is 10-4?", "What is 9/3?"]
-
-
-def byte_tokenizer() -> PreTrainedTokenizerFast:
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    backend = Tokenizer(models.BPE(vocab={char: i for i, char in enumerate(alphabet)}, merges=[]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        eos_token="<|im_end|>",
-        pad_token="<|im_end|>",
-        additional_special_tokens=["<|im_start|>"],
-        chat_template=CHATML,
-    )
 
 
 @pytest.fixture(scope="module")

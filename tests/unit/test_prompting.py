@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tiny_tokenizers import CHATML, byte_tokenizer
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from agentrl.agent.parsing import format_tool_call
@@ -27,12 +27,6 @@ from agentrl.env.core import tool_spec
 from agentrl.errors import ModelError
 from agentrl.models import alias_cache_path
 from agentrl.types import ToolCall
-
-CHATML = (
-    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
 
 # A much reduced Qwen2.5-style template: tools go in the system turn; it renders tool calls and results.
 NATIVE_TOOLS = (
@@ -58,21 +52,6 @@ EXAMPLES: list[dict[str, Any]] = [
     },
     {"role": "tool", "content": "4"},
 ]
-
-
-def byte_tokenizer(chat_template: str) -> PreTrainedTokenizerFast:
-    """A real fast tokenizer over single bytes plus the two ChatML special tokens."""
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    backend = Tokenizer(models.BPE(vocab={char: i for i, char in enumerate(alphabet)}, merges=[]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        eos_token="<|im_end|>",
-        pad_token="<|im_end|>",
-        additional_special_tokens=["<|im_start|>"],
-        chat_template=chat_template,
-    )
 
 
 @pytest.fixture(scope="module")

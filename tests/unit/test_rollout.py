@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
+from tiny_tokenizers import byte_tokenizer
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.parsing import format_tool_call
@@ -22,28 +21,10 @@ from agentrl.env.core import StepResult, tool_spec
 from agentrl.errors import ModelError, ServiceUnavailable
 from agentrl.types import Action, ToolCall
 
-CHATML = (
-    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
 SAMPLING = SamplingParams(max_new_tokens=64)
 
 
-def byte_tokenizer() -> PreTrainedTokenizerFast:
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    backend = Tokenizer(models.BPE(vocab={char: i for i, char in enumerate(alphabet)}, merges=[]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        eos_token="<|im_end|>",
-        additional_special_tokens=["<|im_start|>"],
-        chat_template=CHATML,
-    )
-
-
-TOKENIZER = byte_tokenizer()
+TOKENIZER = byte_tokenizer(pad=False)
 IM_END = TOKENIZER.convert_tokens_to_ids("<|im_end|>")
 
 
