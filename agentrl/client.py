@@ -43,7 +43,7 @@ import httpx
 from agentrl.env.core import StepResult
 from agentrl.errors import AgentRLError, EnvNotFound, ServiceError, ServiceUnavailable, SessionNotFound
 from agentrl.service.settings import TOKEN_ENV
-from agentrl.types import Action
+from agentrl.types import Action, SessionStart
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -68,17 +68,6 @@ class ClientConfig:
     max_backoff_s: float = 5.0
     max_retry_after_s: float = 30.0
     down_for_s: float = 5.0
-
-
-@dataclass(frozen=True)
-class SessionStart:
-    """What creating a session returns: its id, the first observation and what to show the model."""
-
-    session_id: str
-    observation: str
-    info: dict[str, Any]
-    tools: list[dict[str, Any]]
-    examples: list[dict[str, Any]]
 
 
 @dataclass

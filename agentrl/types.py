@@ -62,6 +62,18 @@ class Message:
 
 
 @dataclass(frozen=True)
+class SessionStart:
+    """What opening an env session returns: its id, the first observation, and the tools and few-shot
+    examples to show the model. The service builds it, the client decodes it, the runner reads it."""
+
+    session_id: str
+    observation: str
+    info: dict[str, Any]
+    tools: list[dict[str, Any]]
+    examples: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class Turn:
     """One assistant turn and the env's answer to it.
 

@@ -30,22 +30,7 @@ from agentrl.agent.parsing import parse_turn
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
 from agentrl.env.core import StepResult
 from agentrl.errors import INFRA_ERRORS
-from agentrl.types import Action, Episode, StopReason, Turn
-
-
-class SessionStart(Protocol):
-    """What opening a session returns: the first observation, and the tools and examples to show."""
-
-    @property
-    def session_id(self) -> str: ...
-    @property
-    def observation(self) -> str: ...
-    @property
-    def info(self) -> Mapping[str, Any]: ...
-    @property
-    def tools(self) -> Sequence[Mapping[str, Any]]: ...
-    @property
-    def examples(self) -> Sequence[Mapping[str, Any]]: ...
+from agentrl.types import Action, Episode, SessionStart, StopReason, Turn
 
 
 class SessionClient(Protocol):

@@ -29,7 +29,7 @@ from agentrl.env import Env, StepResult, make
 from agentrl.errors import AgentRLError, EnvError, ServiceError, SessionNotFound
 from agentrl.service.metrics import ServiceMetrics
 from agentrl.service.settings import ServiceSettings
-from agentrl.types import Action
+from agentrl.types import Action, SessionStart
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +59,6 @@ class Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     done: bool = False
     closed: bool = False
-
-
-@dataclass(frozen=True)
-class SessionStart:
-    session_id: str
-    observation: str
-    info: dict[str, Any]
-    tools: list[dict[str, Any]]
-    examples: list[dict[str, Any]]
 
 
 class SessionManager:
