@@ -15,7 +15,8 @@ re-tokenised, so the trainer sees exactly the tokens the engine saw and produced
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+import itertools
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -155,6 +156,10 @@ class StepBatch:
     outcome:  [E] float or None       IGPO's final-turn score
     reward_components: [S, C] float or None   GDPO's per-step reward components (summing to no particular
                                               total; the env decides what they are)
+
+    Derived once, when the batch is built (so every estimator works on integers only):
+    state_codes:  [S + E] int  `intern_keys(states)`
+    action_codes: [S] int or None  `intern_keys(actions)`
     """
 
     group: np.ndarray
@@ -167,6 +172,13 @@ class StepBatch:
     answer_probs: np.ndarray | None = None
     outcome: np.ndarray | None = None
     reward_components: np.ndarray | None = None
+    state_codes: np.ndarray = field(init=False, repr=False, compare=False)
+    action_codes: np.ndarray | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state_codes", intern_keys(self.states))
+        codes = None if self.actions is None else intern_keys(self.actions)
+        object.__setattr__(self, "action_codes", codes)
 
     @property
     def num_episodes(self) -> int:
@@ -189,3 +201,17 @@ class StepBatch:
             out.append(self.states[start : start + length + 1])
             start += length + 1
         return out
+
+
+def intern_keys(keys: Sequence[Hashable]) -> np.ndarray:
+    """[N] int64 codes: equal keys (Python `==`) get equal codes >= 0; a `None` key gets -1 ("unknown").
+
+    A key's code is the position of its first occurrence. One pass through one dict in C
+    (`map(dict.setdefault, ...)`), about 0.1 s per million keys: the only per-key Python-level work in
+    credit assignment, done once per batch.
+    """
+    table: dict[Hashable, int] = {}
+    codes = np.fromiter(map(table.setdefault, keys, itertools.count()), dtype=np.int64, count=len(keys))
+    if None in table:
+        codes[codes == table[None]] = -1
+    return codes

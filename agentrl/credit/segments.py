@@ -10,15 +10,12 @@ not even another `None`, so such steps never share an anchor and GiGPO degenerat
 
 What this is not: similarity matching (GiGPO's optional text-similarity anchors live in `gigpo.py`).
 
-Speed: the keys pass once through one dict (`map(dict.setdefault, keys, count())`, a C-level loop that
-gives each key the position of its first occurrence); everything after that is numpy on int arrays. Ids
+Speed: the keys were interned once when the batch was built (`StepBatch.state_codes`, from
+`types.intern_keys`: one pass through one dict in C); everything here is numpy on int arrays. Ids
 are made dense with a presence table (O(N)) when their range is small, else with `np.unique` (a sort).
 """
 
 from __future__ import annotations
-
-import itertools
-from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -27,24 +24,30 @@ from agentrl.types import StepBatch
 PRESENCE_TABLE_FACTOR = 4  # use the O(N) presence table while the id range is <= this many times N
 
 
-def group_key_ids(keys: Sequence[Hashable], groups: np.ndarray) -> np.ndarray:
-    """[N] dense int ids, equal exactly when (groups[i], keys[i]) are equal pairs; `None` keys get fresh ids.
+def group_key_ids(codes: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """[N] dense int ids, equal exactly when (groups[i], codes[i]) are equal pairs; code -1 gets fresh ids.
 
-    keys:   N hashables
+    codes:  [N] int from `intern_keys` (the row of each key's first occurrence, or -1 for `None`, which
+            never equals anything)
     groups: [N] int
+
+    O(N), no sort in the common case: a code is the row where its key first occurred, so a row whose group
+    is the group of that first row can use the code itself as its pair id. Only keys that recur in another
+    group (rare: different tasks seldom share a state) need a sort, over those rows alone.
     """
-    count = len(keys)
+    codes = np.asarray(codes, dtype=np.int64)
+    groups = np.asarray(groups, dtype=np.int64)
+    count = codes.size
     if count == 0:
         return np.zeros(0, dtype=np.int64)
-    table: dict[Hashable, int] = {}
-    first = np.fromiter(map(table.setdefault, keys, itertools.count()), dtype=np.int64, count=count)
-    ids = combine_ids(dense_ids(first), np.asarray(groups, dtype=np.int64))
-    if None not in table:
-        return ids
-    is_none = first == table[None]
-    ids = ids.copy()
-    ids[is_none] = int(ids.max()) + 1 + np.arange(int(is_none.sum()))
-    return dense_ids(ids)
+    unknown = codes < 0
+    known_codes = np.where(unknown, 0, codes)
+    pair = known_codes.copy()
+    foreign = (groups[known_codes] != groups) & ~unknown
+    if foreign.any():
+        pair[foreign] = count + combine_ids(known_codes[foreign], groups[foreign])
+    pair[unknown] = 2 * count + np.arange(int(unknown.sum()))
+    return dense_ids(pair)
 
 
 def combine_ids(*columns: np.ndarray) -> np.ndarray:
@@ -91,7 +94,7 @@ def _ranks_by_packed_sort(values: np.ndarray, index_bits: int) -> np.ndarray:
 def state_ids(batch: StepBatch) -> np.ndarray:
     """[S + E] int ids of every entry of `batch.states`, grouped by task group (see the module docstring)."""
     state_groups = np.repeat(batch.group, batch.lengths + 1)
-    return group_key_ids(batch.states, state_groups)
+    return group_key_ids(batch.state_codes, state_groups)
 
 
 def step_state_ids(batch: StepBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -106,6 +109,6 @@ def action_ids(batch: StepBatch) -> np.ndarray | None:
 
     Combine them with a state id (which carries the task group) to group steps within a task group.
     """
-    if batch.actions is None:
+    if batch.action_codes is None:
         return None
-    return group_key_ids(batch.actions, np.zeros(batch.num_steps, dtype=np.int64))
+    return group_key_ids(batch.action_codes, np.zeros(batch.num_steps, dtype=np.int64))

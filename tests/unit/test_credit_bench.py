@@ -31,6 +31,8 @@ def test_quick_bench_prints_every_key(repo_root: Path) -> None:
         "salt_speedup_vs_loop",
         "gigpo_loop_max_abs_diff",
         "anchor_hit_rate",
+        "intern_1m_s",
+        "gigpo_speedup_incl_interning",
         "steps",
         "ok",
     }

@@ -8,6 +8,7 @@ import pytest
 from agentrl.credit import records_to_batch
 from agentrl.credit.metrics import anchor_group_sizes, credit_metrics, zero_variance_group_fraction
 from agentrl.credit.segments import combine_ids, group_key_ids
+from agentrl.types import intern_keys
 
 
 def episode(states: str, rewards: list[float], group: object = 0) -> dict:
@@ -54,7 +55,7 @@ def test_empty_batch_metrics_are_zero() -> None:
 def test_group_key_ids_are_exact_per_group_and_none_is_unique() -> None:
     keys = ["a", "a", "b", None, None, -1, -2, (1, 2), (1, 2)]
     groups = np.array([0, 1, 0, 0, 0, 0, 0, 0, 0])
-    ids = group_key_ids(keys, groups)
+    ids = group_key_ids(intern_keys(keys), groups)
     assert ids[0] != ids[1] and ids[7] == ids[8]
     assert ids[3] != ids[4] and ids[5] != ids[6]
     assert len(set(ids.tolist())) == 8

@@ -1,4 +1,4 @@
-"""Properties of every estimator on seeded random batches (a numpy loop; hypothesis is not installed).
+"""Properties of every estimator, checked with hypothesis on generated grouped episodes.
 
 Also checks the vectorised GiGPO, HGPO and SALT against plain dict-and-loop reference implementations
 written straight from CREDIT.md.
@@ -6,111 +6,131 @@ written straight from CREDIT.md.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentrl.credit import ESTIMATORS, estimate_records, records_to_batch
 from agentrl.credit.common import discounted_returns, episode_returns
+from agentrl.credit.segments import group_key_ids
+from agentrl.types import intern_keys
 
-CASES = 60
 OPTIONS: dict[str, dict[str, Any]] = {name: {} for name in ESTIMATORS}
 OPTIONS["gigpo"] = {"gamma": 0.9}
 OPTIONS["hgpo"] = {"gamma": 0.9, "history": 2}
+PROPERTY = settings(
+    max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+STATES = st.sampled_from(["A", "B", "C", "D", "A", "B", "C", "D", None])  # None ~ 1 in 9: an unknown state
+REWARDS = st.sampled_from([0.0, 0.5, 1.0])
 
 
-def random_records(rng: np.random.Generator, terminal_only: bool = False) -> list[dict[str, Any]]:
-    """1-4 groups of 1-5 episodes, 1-6 steps, states from a small alphabet so that anchors repeat."""
-    records = []
-    for group in range(int(rng.integers(1, 5))):
-        for _ in range(int(rng.integers(1, 6))):
-            steps = int(rng.integers(1, 7))
-            states: list[Any] = [str(s) for s in rng.choice(list("ABCD"), size=steps + 1)]
-            if rng.random() < 0.1:
-                states[int(rng.integers(0, steps + 1))] = None
-            rewards = rng.choice([0.0, 0.5, 1.0], size=steps)
-            if terminal_only:
-                rewards[:-1] = 0.0
-            records.append(
-                {
-                    "group": f"g{group}",
-                    "states": states,
-                    "rewards": rewards.tolist(),
-                    "valid": (rng.random(steps) > 0.1).tolist(),
-                    "actions": rng.choice(list("xy"), size=steps).tolist(),
-                    "answer_probs": rng.uniform(0.01, 1.0, size=steps).round(2).tolist(),
-                    "outcome": float(rng.choice([0.0, 0.5, 1.0])),
-                    "reward_components": rng.choice([0.0, 1.0], size=(steps, 2)).tolist(),
-                }
-            )
-    return records
+@st.composite
+def episode_records(draw: st.DrawFn, group: int, terminal_only: bool) -> dict[str, Any]:
+    """One episode: 1-6 steps, states from a small alphabet so that anchors repeat."""
+    steps = draw(st.integers(1, 6))
+
+    def per_step(element: st.SearchStrategy[Any], size: int = steps) -> list[Any]:
+        return draw(st.lists(element, min_size=size, max_size=size))
+
+    rewards = per_step(REWARDS)
+    if terminal_only:
+        rewards = [0.0] * (steps - 1) + rewards[-1:]
+    return {
+        "group": f"g{group}",
+        "states": per_step(STATES, steps + 1),
+        "rewards": rewards,
+        "valid": per_step(st.booleans()),
+        "actions": per_step(st.sampled_from("xy")),
+        "answer_probs": per_step(st.sampled_from([0.01, 0.2, 0.5, 0.9, 1.0])),
+        "outcome": draw(REWARDS),
+        "reward_components": per_step(st.lists(st.sampled_from([0.0, 1.0]), min_size=2, max_size=2)),
+    }
+
+
+@st.composite
+def record_sets(draw: st.DrawFn, terminal_only: bool = False) -> list[dict[str, Any]]:
+    """1-4 groups of 1-5 episodes each."""
+    return [
+        draw(episode_records(group, terminal_only))
+        for group in range(draw(st.integers(1, 4)))
+        for _ in range(draw(st.integers(1, 5)))
+    ]
 
 
 def flat(advantages: list[list[float]]) -> np.ndarray:
     return np.array([value for episode in advantages for value in episode])
 
 
-def cases(seed: int) -> list[list[dict[str, Any]]]:
-    rng = np.random.default_rng(seed)
-    return [random_records(rng) for _ in range(CASES)]
-
-
 @pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
 @pytest.mark.parametrize("episode_stats", ["trajectory", "steps"])
-def test_step_weight_zero_makes_gigpo_grpo(mode: str, episode_stats: str) -> None:
-    for records in cases(1):
-        gigpo = estimate_records("gigpo", records, step_weight=0.0, mode=mode, episode_stats=episode_stats)
-        grpo = estimate_records("grpo", records, mode=mode, episode_stats=episode_stats)
-        assert gigpo == grpo
+@PROPERTY
+@given(records=record_sets())
+def test_step_weight_zero_makes_gigpo_grpo(
+    mode: str, episode_stats: str, records: list[dict[str, Any]]
+) -> None:
+    gigpo = estimate_records("gigpo", records, step_weight=0.0, mode=mode, episode_stats=episode_stats)
+    grpo = estimate_records("grpo", records, mode=mode, episode_stats=episode_stats)
+    assert gigpo == grpo
 
 
-def test_gamma_one_with_terminal_rewards_makes_every_step_return_the_episode_return() -> None:
-    rng = np.random.default_rng(2)
-    for _ in range(CASES):
-        batch = records_to_batch(random_records(rng, terminal_only=True))
-        returns = discounted_returns(batch, batch.rewards, 1.0)
-        assert returns == pytest.approx(episode_returns(batch, batch.rewards)[batch.episode])
+@PROPERTY
+@given(records=record_sets(terminal_only=True))
+def test_gamma_one_with_terminal_rewards_makes_every_step_return_the_episode_return(
+    records: list[dict[str, Any]],
+) -> None:
+    batch = records_to_batch(records)
+    returns = discounted_returns(batch, batch.rewards, 1.0)
+    assert returns == pytest.approx(episode_returns(batch, batch.rewards)[batch.episode])
 
 
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
-def test_permuting_episodes_permutes_the_output(name: str) -> None:
-    rng = np.random.default_rng(3)
-    for records in cases(3):
-        order = rng.permutation(len(records))
-        original = estimate_records(name, records, **OPTIONS[name])
-        permuted = estimate_records(name, [records[i] for i in order], **OPTIONS[name])
-        for position, index in enumerate(order):
-            assert permuted[position] == pytest.approx(original[index], abs=1e-9)
+@PROPERTY
+@given(records=record_sets(), data=st.data())
+def test_permuting_episodes_permutes_the_output(
+    name: str, records: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    order = data.draw(st.permutations(range(len(records))))
+    original = estimate_records(name, records, **OPTIONS[name])
+    permuted = estimate_records(name, [records[i] for i in order], **OPTIONS[name])
+    for position, index in enumerate(order):
+        assert permuted[position] == pytest.approx(original[index], abs=1e-9)
 
 
 @pytest.mark.parametrize("name", sorted(set(ESTIMATORS) - {"gdpo"}))
-def test_groups_do_not_influence_each_other(name: str) -> None:
+@PROPERTY
+@given(records=record_sets())
+def test_groups_do_not_influence_each_other(name: str, records: list[dict[str, Any]]) -> None:
     # GDPO is excluded on purpose: its final whitening is batch-wide by definition
-    for records in cases(4):
-        together = estimate_records(name, records, **OPTIONS[name])
-        for group in {record["group"] for record in records}:
-            rows = [i for i, record in enumerate(records) if record["group"] == group]
-            alone = estimate_records(name, [records[i] for i in rows], **OPTIONS[name])
-            for row, values in zip(rows, alone, strict=True):
-                assert together[row] == pytest.approx(values, abs=1e-9)
+    together = estimate_records(name, records, **OPTIONS[name])
+    for group in {record["group"] for record in records}:
+        rows = [i for i, record in enumerate(records) if record["group"] == group]
+        alone = estimate_records(name, [records[i] for i in rows], **OPTIONS[name])
+        for row, values in zip(rows, alone, strict=True):
+            assert together[row] == pytest.approx(values, abs=1e-9)
 
 
 @pytest.mark.parametrize("base", ["grpo", "drgrpo", "rloo"])
-def test_salt_without_shared_transitions_is_its_base(base: str) -> None:
-    for records in cases(5):
-        for i, record in enumerate(records):
-            record["actions"] = [f"{i}:{t}" for t in range(len(record["rewards"]))]
-        assert estimate_records("salt", records, base=base) == estimate_records(base, records)
+@PROPERTY
+@given(records=record_sets())
+def test_salt_without_shared_transitions_is_its_base(base: str, records: list[dict[str, Any]]) -> None:
+    for i, record in enumerate(records):
+        record["actions"] = [f"{i}:{t}" for t in range(len(record["rewards"]))]
+    assert estimate_records("salt", records, base=base) == estimate_records(base, records)
 
 
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
-def test_outputs_are_finite_and_shaped_like_the_input(name: str) -> None:
-    for records in cases(6):
-        advantages = estimate_records(name, records, **OPTIONS[name])
-        assert [len(a) for a in advantages] == [len(r["rewards"]) for r in records]
-        assert np.isfinite(flat(advantages)).all()
+@PROPERTY
+@given(records=record_sets())
+def test_outputs_are_finite_and_shaped_like_the_input(name: str, records: list[dict[str, Any]]) -> None:
+    advantages = estimate_records(name, records, **OPTIONS[name])
+    assert [len(a) for a in advantages] == [len(r["rewards"]) for r in records]
+    assert np.isfinite(flat(advantages)).all()
 
 
 # ---- reference implementations: straight from CREDIT.md, dicts and loops --------------------------------
@@ -215,25 +235,26 @@ def reference_salt(records: list[dict[str, Any]]) -> list[list[float]]:
 
 
 @pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
-def test_gigpo_matches_the_reference(mode: str) -> None:
-    for records in cases(7):
-        got = estimate_records("gigpo", records, gamma=0.9, step_weight=0.7, mode=mode)
-        assert flat(got) == pytest.approx(flat(reference_gigpo(records, 0.9, 0.7, mode)), abs=1e-9)
+@PROPERTY
+@given(records=record_sets())
+def test_gigpo_matches_the_reference(mode: str, records: list[dict[str, Any]]) -> None:
+    got = estimate_records("gigpo", records, gamma=0.9, step_weight=0.7, mode=mode)
+    assert flat(got) == pytest.approx(flat(reference_gigpo(records, 0.9, 0.7, mode)), abs=1e-9)
 
 
 @pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
 @pytest.mark.parametrize("history", [0, 1, 3])
-def test_hgpo_matches_the_reference(mode: str, history: int) -> None:
-    for records in cases(8):
-        got = estimate_records("hgpo", records, gamma=0.9, history=history, mode=mode)
-        assert flat(got) == pytest.approx(flat(reference_hgpo(records, 0.9, history, mode)), abs=1e-9)
+@PROPERTY
+@given(records=record_sets())
+def test_hgpo_matches_the_reference(mode: str, history: int, records: list[dict[str, Any]]) -> None:
+    got = estimate_records("hgpo", records, gamma=0.9, history=history, mode=mode)
+    assert flat(got) == pytest.approx(flat(reference_hgpo(records, 0.9, history, mode)), abs=1e-9)
 
 
-def test_salt_matches_the_reference() -> None:
-    for records in cases(9):
-        assert flat(estimate_records("salt", records)) == pytest.approx(
-            flat(reference_salt(records)), abs=1e-9
-        )
+@PROPERTY
+@given(records=record_sets())
+def test_salt_matches_the_reference(records: list[dict[str, Any]]) -> None:
+    assert flat(estimate_records("salt", records)) == pytest.approx(flat(reference_salt(records)), abs=1e-9)
 
 
 def test_discounted_returns_flat_path_for_very_uneven_lengths() -> None:
@@ -244,3 +265,17 @@ def test_discounted_returns_flat_path_for_very_uneven_lengths() -> None:
     batch = records_to_batch(records)
     expected = [value for r in records for value in step_returns(r["rewards"], 0.9)]
     assert discounted_returns(batch, batch.rewards, 0.9) == pytest.approx(expected, rel=1e-12)
+
+
+@PROPERTY
+@given(
+    keys=st.lists(st.sampled_from(["a", "b", "c", None, 0, (1, 2)]), max_size=40),
+    data=st.data(),
+)
+def test_group_key_ids_equal_exactly_for_equal_pairs(keys: list[Any], data: st.DataObject) -> None:
+    groups = data.draw(st.lists(st.integers(0, 3), min_size=len(keys), max_size=len(keys)))
+    ids = group_key_ids(intern_keys(keys), np.array(groups, dtype=np.int64)).tolist()
+    for i, j in itertools.combinations(range(len(keys)), 2):
+        same = keys[i] is not None and keys[i] == keys[j] and groups[i] == groups[j]
+        assert (ids[i] == ids[j]) == same
+    assert sorted(set(ids)) == list(range(len(set(ids))))  # dense
