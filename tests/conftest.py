@@ -38,7 +38,9 @@ def no_leaked_sandboxes() -> Iterator[None]:
     yield
     from agentrl.errors import SandboxUnavailable
     from agentrl.sandbox.docker import OWNER_LABEL, labelled_containers, owner, reap
+    from agentrl.sandbox.pool import close_shared_pools
 
+    close_shared_pools()  # envs' warm pools live for the process; their waiting sandboxes are not leaks
     try:
         leaked = labelled_containers({OWNER_LABEL: owner()})
     except SandboxUnavailable:

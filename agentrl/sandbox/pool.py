@@ -7,6 +7,10 @@ sandbox to a background remover (never reused: reset by discard, so no state lea
 Sandboxes idle longer than `max_idle_s` are replaced. Starting a pool first reaps orphans of its service left
 by a process that died (see `reap_orphans`).
 
+`shared_pool(...)` gives the process-wide pool for one (sandbox config, pool config, labels), started on
+first use and closed by `close_shared_pools()` (the service's shutdown, and `atexit`): what envs use, so
+every session of a service draws from the same warm containers.
+
 What this is not: a scheduler across images (one pool per image/config) or a bound on live sandboxes held
 by callers (a caller that never releases keeps its container until `close()` of that sandbox or its TTL).
 """
@@ -14,6 +18,7 @@ by callers (a caller that never releases keeps its container until `close()` of 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import logging
 import threading
@@ -114,8 +119,11 @@ class SandboxPool(StartClose):
         return await asyncio.to_thread(self.acquire, timeout_s)
 
     def release(self, sandbox: DockerSandbox) -> None:
-        """Discard `sandbox` (its container is removed in the background)."""
-        self._remover.submit(sandbox.close)
+        """Discard `sandbox` (its container is removed in the background, or now during interpreter exit)."""
+        try:
+            self._remover.submit(sandbox.close)
+        except RuntimeError:  # the executor is shut down (atexit runs after concurrent.futures' own hook)
+            sandbox.close()
 
     @contextmanager
     def sandbox(self) -> Iterator[DockerSandbox]:
@@ -205,3 +213,33 @@ class SandboxPool(StartClose):
             return None
         self._last_error = None
         return sandbox
+
+
+_shared: dict[tuple[SandboxConfig, PoolConfig, tuple[tuple[str, str], ...]], SandboxPool] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_pool(
+    sandbox_config: SandboxConfig, config: PoolConfig, labels: Mapping[str, str] | None = None
+) -> SandboxPool:
+    """The process-wide started pool for these settings (created and started on the first call)."""
+    key = (sandbox_config, config, tuple(sorted((labels or {}).items())))
+    with _shared_lock:
+        pool = _shared.get(key)
+        if pool is None:
+            pool = SandboxPool(sandbox_config, config, labels)
+            pool.start()
+            if not _shared:
+                atexit.register(close_shared_pools)
+            _shared[key] = pool
+        return pool
+
+
+def close_shared_pools() -> int:
+    """Close every pool `shared_pool` made (waiting sandboxes are removed); returns how many."""
+    with _shared_lock:
+        pools = list(_shared.values())
+        _shared.clear()
+    for pool in pools:
+        pool.close()
+    return len(pools)

@@ -1,7 +1,9 @@
 """CalcEnv: answer an arithmetic question, optionally running Python in a sandbox, then `submit`.
 
 What this is: the interaction protocol of the calc suite. Two tools: `python(code)` runs the code as a file
-in a per-episode Docker sandbox (started lazily, so an episode that submits at once costs no container) and
+in a per-episode Docker sandbox (taken lazily from the process-wide warm pool, `agentrl.sandbox.pool.
+shared_pool`, so the first call costs a dequeue rather than a container start, and an episode that submits
+at once costs nothing; `pool_size=0` starts a fresh container per episode instead) and
 returns "exit code N" plus its truncated output; `submit(answer)` ends the episode with reward 1.0 for the
 right number, else 0.0. Only the first tool call of a turn is executed. A turn without a usable call gets an
 error observation showing the exact call format, reward 0 and `info["invalid"] = True`.
@@ -9,7 +11,7 @@ error observation showing the exact call format, reward 0 and `info["invalid"] =
 What this is not: a task generator (`agentrl_calc.tasks`) or a sandbox (`agentrl.sandbox`). Sandbox
 failures raise `SandboxError` subclasses; they are infrastructure failures, never a reward of 0.
 
-State key: a digest of (task id, last observation). Nothing the agent does changes the task, so what
+State key: `text_state_key` of (task id, last observation). Nothing the agent does changes the task, so what
 distinguishes its states is what it has seen last: two episodes that ran code printing the same thing are
 in the same state. Files the agent writes into the sandbox's /work are not part of the key (grading never
 reads them).
@@ -17,7 +19,6 @@ reads them).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -28,6 +29,8 @@ from agentrl.errors import EnvError
 from agentrl.sandbox.base import ExecResult
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.sandbox.limits import SandboxConfig
+from agentrl.sandbox.pool import PoolConfig, SandboxPool, shared_pool
+from agentrl.sandbox.state import text_state_key
 from agentrl.types import Action, ToolCall
 from agentrl_calc.tasks import make_task
 
@@ -93,7 +96,7 @@ def is_correct(answer: str, expected: str) -> bool:
 
 
 def state_key(task_id: str, observation: str) -> str:
-    return hashlib.sha256(f"{task_id}\0{observation}".encode()).hexdigest()[:16]
+    return text_state_key(f"{task_id}\0{observation}")
 
 
 def validate_task(task: Any) -> dict[str, Any]:
@@ -157,11 +160,14 @@ class CalcEnv(Env):
         sandbox: SandboxConfig | None = None,
         max_steps: int = 6,
         sandbox_labels: Mapping[str, str] | None = None,
+        pool_size: int = 8,
     ) -> None:
+        """pool_size: warm sandboxes kept in the process-wide pool (0: a fresh container per episode)."""
         super().__init__()
         self.sandbox_config = sandbox or SandboxConfig()
         self.sandbox_labels = {"agentrl.env": ENV_ID, **(sandbox_labels or {})}
         self.max_steps = max_steps
+        self.pool_size = pool_size
         self._sandbox: DockerSandbox | None = None
         self._task: dict[str, Any] | None = None
         self._steps = 0
@@ -222,15 +228,27 @@ class CalcEnv(Env):
 
     def _ensure_sandbox(self) -> DockerSandbox:
         if self._sandbox is None:
-            task_id = self._task["id"] if self._task else ""
-            sandbox = DockerSandbox(self.sandbox_config, {**self.sandbox_labels, "agentrl.task": task_id})
-            sandbox.start()
-            self._sandbox = sandbox
+            pool = self._pool()
+            if pool is not None:
+                self._sandbox = pool.acquire()
+            else:
+                task_id = self._task["id"] if self._task else ""
+                sandbox = DockerSandbox(self.sandbox_config, {**self.sandbox_labels, "agentrl.task": task_id})
+                sandbox.start()
+                self._sandbox = sandbox
         return self._sandbox
+
+    def _pool(self) -> SandboxPool | None:
+        if self.pool_size <= 0:
+            return None
+        return shared_pool(self.sandbox_config, PoolConfig(size=self.pool_size), self.sandbox_labels)
 
     def _close_sandbox(self) -> None:
         sandbox, self._sandbox = self._sandbox, None
-        if sandbox is not None:
+        pool = self._pool() if sandbox is not None else None
+        if pool is not None and sandbox is not None:
+            pool.release(sandbox)  # reset by discard: removed in the background, never reused
+        elif sandbox is not None:
             sandbox.close()
 
     def _require_running(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -137,25 +138,38 @@ def test_the_examples_are_correct_exchanges_ending_on_submit() -> None:
 # --- with Docker: the python tool in a real sandbox ---
 
 
-@pytest.fixture
-def session() -> str:
-    return f"calc-test-{uuid.uuid4().hex[:8]}"
+SESSION = f"calc-test-{uuid.uuid4().hex[:8]}"  # one label, so every test here draws from one warm pool
 
 
 @pytest.fixture
-def sandboxed(session: str) -> Iterator[CalcEnv]:
+def sandboxed() -> Iterator[CalcEnv]:
     try:
         docker_client()
     except SandboxUnavailable as error:
         pytest.skip(str(error))
-    calc = CalcEnv(sandbox=SandboxConfig(command_timeout_s=3.0), sandbox_labels={SESSION_LABEL: session})
+    calc = CalcEnv(
+        sandbox=SandboxConfig(command_timeout_s=3.0), sandbox_labels={SESSION_LABEL: SESSION}, pool_size=2
+    )
     calc.reset(options={"task": TASK})
     yield calc
     calc.close()
 
 
-def _containers(session: str) -> list[object]:
-    return docker.from_env().containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session}"})
+def _exists(container_id: str) -> bool:
+    try:
+        docker.from_env().containers.get(container_id)
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def _gone_within(container_id: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _exists(container_id):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 @pytest.mark.docker
@@ -202,26 +216,32 @@ def test_no_network_and_not_root(sandboxed: CalcEnv) -> None:
 
 
 @pytest.mark.docker
-def test_close_leaves_no_container(sandboxed: CalcEnv, session: str) -> None:
+def test_close_discards_the_pooled_sandbox(sandboxed: CalcEnv) -> None:
     sandboxed.step(call("python", code="print(1)"))
-    assert len(_containers(session)) == 1
+    container_id = sandboxed._sandbox.container_id if sandboxed._sandbox else ""
+    assert _exists(container_id)
     sandboxed.close()
-    assert _containers(session) == []
+    assert _gone_within(container_id, 15.0)  # removed in the background: reset by discard
 
 
 @pytest.mark.docker
-def test_each_episode_gets_a_fresh_sandbox(sandboxed: CalcEnv, session: str) -> None:
+def test_each_episode_gets_a_fresh_sandbox(sandboxed: CalcEnv) -> None:
     sandboxed.step(call("python", code="open('/work/note', 'w').write('x')"))
+    first = sandboxed._sandbox.container_id if sandboxed._sandbox else ""
     sandboxed.reset(options={"task": TASK})
-    assert _containers(session) == []
     result = sandboxed.step(call("python", code="import os; print(os.path.exists('/work/note'))"))
     assert result.observation.endswith("False\n")
+    assert sandboxed._sandbox is not None and sandboxed._sandbox.container_id != first
+    assert _gone_within(first, 15.0)
 
 
 @pytest.mark.docker
-def test_a_full_workdir_is_the_agents_error_not_an_infra_failure(sandboxed: CalcEnv) -> None:
-    fill = "f = open('/work/fill', 'wb')\ntry:\n    f.write(b'x' * 100 * 2**20)\nexcept OSError:\n    pass"
-    sandboxed.step(call("python", code=fill))
-    # longer than the page the previous snippet frees when it is overwritten
-    result = sandboxed.step(call("python", code="print(1)\n" + "#" * 10_000))
-    assert result.info["exit_code"] != 0 and "No space left" in result.observation
+def test_without_a_pool_each_episode_starts_and_removes_its_own_container() -> None:
+    label = f"calc-test-{uuid.uuid4().hex[:8]}"
+    calc = CalcEnv(sandbox_labels={SESSION_LABEL: label}, pool_size=0)
+    calc.reset(options={"task": TASK})
+    assert calc.step(call("python", code="print(6 * 7)")).observation == "exit code 0\n42\n"
+    listed = docker.from_env().containers.list(all=True, filters={"label": f"{SESSION_LABEL}={label}"})
+    assert len(listed) == 1
+    calc.close()
+    assert not docker.from_env().containers.list(all=True, filters={"label": f"{SESSION_LABEL}={label}"})
