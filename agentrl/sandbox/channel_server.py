@@ -10,14 +10,15 @@ without ever being held whole in the container's memory. One request at a time; 
 `write`, `read`, `tar`, `untar`, `ping`.
 
 `exec` runs argv in a new session (its own process group), feeds stdin, keeps at most `limit` head bytes and
-`limit` tail bytes of each output stream while it arrives, and on timeout SIGKILLs the process group and every
-process left in the command's session, then answers; the server stays usable. OOM is read from the memory
-cgroup's `oom_kill` counter when the kernel exposes it (cgroup v1 `memory.oom_control`, or v2
+`limit` tail bytes of each output stream while it arrives, and on timeout SIGKILLs every process the command
+started — its group, its session, its descendants, and daemons that left with `setsid` and a double fork
+(the server is a child subreaper, so they are re-parented to it; see `command_processes`) — then answers;
+the server stays usable. Background processes of commands that finished in time are left alone. OOM is read
+from the memory cgroup's `oom_kill` counter when the kernel exposes it (cgroup v1 `memory.oom_control`, or v2
 `memory.events`), else inferred from SIGKILL without a timeout.
 
 What this is not: a security boundary. It runs as the sandbox user, with the container's limits; a command
-that daemonises with `setsid` survives a timeout (until the container is removed), and a command that kills
-the server (same uid) ends the channel, which the host reports as `SandboxLost`.
+that kills the server (same uid) ends the channel, which the host reports as `SandboxLost`.
 """
 
 from __future__ import annotations
@@ -96,22 +97,81 @@ class Capture:
         return [base64.b64encode(self.head).decode(), base64.b64encode(self.tail).decode(), self.total]
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILL the process group `sid` and any process still in session `sid` (e.g. after setpgid)."""
-    try:
-        os.killpg(sid, signal.SIGKILL)
-    except OSError:
-        pass
+def process_table() -> dict[int, tuple[int, int, int, bool]]:
+    """pid -> (ppid, session id, start time in clock ticks since boot, is a zombie) of every process here."""
+    table: dict[int, tuple[int, int, int, bool]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat") as handle:
                 fields = handle.read().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid:  # fields after the name: state ppid pgrp session ...
-                os.kill(int(name), signal.SIGKILL)
+            # fields after the name: state ppid pgrp session ... (index 19 is starttime)
+            table[int(name)] = (int(fields[1]), int(fields[3]), int(fields[19]), fields[0] == "Z")
         except (OSError, IndexError, ValueError):
             continue
+    return table
+
+
+def command_processes(table: dict[int, tuple[int, int, int, bool]], root: int, server: int) -> set[int]:
+    """Every process the command `root` started, by three rules: (1) in its session, (2) a descendant of it,
+    (3) adopted by this server (a child subreaper, so double-forked daemons land here) and started no earlier
+    than `root` — which catches `setsid` daemons, since commands run one at a time. Zombies (already dead)
+    are left out. Pure."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    adopted = []
+    if root in table:  # its start time orders the adopted processes; without it, adopt none
+        adopted = [pid for pid in children.get(server, []) if pid != root and table[pid][2] >= table[root][2]]
+    found: set[int] = set()
+    stack = [root, *adopted, *(pid for pid, (_, sid, _, _) in table.items() if sid == root)]
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found.add(pid)
+            stack.extend(children.get(pid, []))
+    return {pid for pid in found if pid != server and pid in table and not table[pid][3]}
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL everything command `sid` started: its process group, session, descendants and the daemons it
+    left with this server (see `command_processes`); a few passes, so processes forked meanwhile die too."""
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except OSError:
+        pass
+    for _ in range(3):
+        targets = command_processes(process_table(), sid, os.getpid())
+        if not targets:
+            return
+        for pid in targets:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+
+
+def become_subreaper() -> bool:
+    """Make orphans of commands this server's children (PR_SET_CHILD_SUBREAPER), so a timeout can find the
+    daemons a command left; False where prctl is unavailable (then only rules 1-2 of `command_processes`)."""
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError, ImportError):
+        return False
+
+
+def reap_adopted() -> None:
+    """Collect exited adopted processes (as their subreaper, zombies would otherwise pile up as pids)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def pump(
@@ -206,6 +266,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     if timed_out:
         kill_session(proc.pid)  # stragglers that appeared while draining
     returncode = proc.wait()
+    reap_adopted()
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None and not stream.closed:
             stream.close()
@@ -311,6 +372,7 @@ OPERATIONS = {"exec": run, "write": write, "read": read, "tar": tar, "untar": un
 
 
 def serve() -> None:
+    become_subreaper()
     send({"ok": True, "hello": 1, "pid": os.getpid()})
     while True:
         try:

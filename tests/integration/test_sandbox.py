@@ -200,6 +200,25 @@ def test_a_timeout_also_kills_children_that_left_the_process_group(sandbox: Dock
 
 
 @pytest.mark.docker
+def test_a_timeout_kills_daemons_that_left_with_setsid(sandbox: DockerSandbox) -> None:
+    sandbox.exec("nohup sleep 501 >/dev/null 2>&1 &")  # a background job of a command that finished in time
+    script = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execvp('sleep', ['sleep', '502'])\n"
+        "    os._exit(0)\n"
+        "time.sleep(60)\n"
+    )
+    result = sandbox.exec(["python3", "-c", script], timeout=1.0)
+    assert result.timed_out
+    processes = sandbox.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+    assert "sleep 502" not in processes and "time.sleep" not in processes  # the daemon died with it
+    assert "sleep 501" in processes  # the earlier command's background job was left alone
+
+
+@pytest.mark.docker
 def test_the_channel_is_usable_after_a_timeout(sandbox: DockerSandbox) -> None:
     assert sandbox.exec("while :; do :; done", timeout=0.5).timed_out
     assert sandbox.exec("echo still here").stdout == "still here\n"
