@@ -9,8 +9,10 @@ sandboxes (envs and the pool do that) or a registry client (no image is pulled o
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,12 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="prune: remove every agentrl sandbox container, not only orphans of dead processes",
     )
+    parser.add_argument(
+        "--base",
+        metavar="IMAGE",
+        help="build: use IMAGE (e.g. python:3.11-slim-bookworm from your registry) as the base instead of "
+        "the offline debootstrap image; it is pulled when missing and must have python3 and useradd",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -41,7 +49,12 @@ def build(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{BUILD_SCRIPT} is missing; run `agentrl sandbox build` from a checkout of agentrl"
         )
-    return subprocess.run(["bash", str(BUILD_SCRIPT)], check=False).returncode
+    return subprocess.run(["bash", str(BUILD_SCRIPT)], env=build_env(args.base), check=False).returncode
+
+
+def build_env(base: str | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The build script's environment: AGENTRL_BASE_IMAGE set to `base` when one is given; pure."""
+    return {**environ, **({"AGENTRL_BASE_IMAGE": base} if base else {})}
 
 
 def list_all(args: argparse.Namespace) -> int:

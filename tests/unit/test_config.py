@@ -41,3 +41,13 @@ def test_credit_options_flat_or_nested_are_checked_against_the_estimator() -> No
         load_config("calc", ["credit.estimator=grpo", "credit.gammma=0.9"])
     with pytest.raises(ConfigError, match="unknown credit estimator"):
         load_config("calc", ["credit.estimator=gigppo"])
+
+
+def test_sandbox_build_passes_a_registry_base_to_the_script() -> None:
+    from agentrl.cli.sandbox import build_env
+
+    assert build_env("python:3.11-slim-bookworm", {"PATH": "/bin"}) == {
+        "PATH": "/bin",
+        "AGENTRL_BASE_IMAGE": "python:3.11-slim-bookworm",
+    }
+    assert build_env(None, {"PATH": "/bin"}) == {"PATH": "/bin"}
