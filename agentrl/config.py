@@ -24,6 +24,7 @@ import yaml
 from agentrl.agent.engines.base import SamplingParams
 from agentrl.agent.engines.hf import HFEngineConfig
 from agentrl.agent.rollout import RolloutConfig
+from agentrl.credit.answer import AnswerProbConfig
 from agentrl.errors import ConfigError
 from agentrl.models import ModelConfig
 from agentrl.trainer.losses import LossConfig
@@ -56,10 +57,12 @@ class CreditConfig:
 
     Options may be given flat (`credit.gamma=0.95`) or nested (`credit.options.gamma=0.95`); both land in
     `options` and are checked against the estimator's own config class when the run config is built.
+    `answer` configures IGPO's teacher-forced answer measurement (used only when estimator is "igpo").
     """
 
     estimator: str = "grpo"
     options: Mapping[str, Any] = field(default_factory=dict)
+    answer: AnswerProbConfig = field(default_factory=AnswerProbConfig)
 
     def __post_init__(self) -> None:
         from agentrl.credit import make_config  # numpy only; imported here to keep config import light
@@ -150,7 +153,7 @@ def fold_credit_options(data: dict[str, Any]) -> None:
     if not isinstance(credit, dict):
         return
     options = dict(credit.get("options") or {})
-    for key in [key for key in credit if key not in ("estimator", "options")]:
+    for key in [key for key in credit if key not in ("estimator", "options", "answer")]:
         options[key] = credit.pop(key)
     credit["options"] = options
 

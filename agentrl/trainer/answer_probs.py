@@ -26,35 +26,11 @@ from dataclasses import dataclass, replace
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from agentrl.credit.answer import AnswerFormat, AnswerProbConfig
 from agentrl.errors import ConfigError
 from agentrl.types import Episode
 
-
-@dataclass(frozen=True)
-class AnswerFormat:
-    """How the known answer is written after a context that ends with the assistant header.
-
-    prefix: text teacher-forced before the answer but not scored, e.g. '<answer>' or the opening of a
-            submit tool call; "" (default) forces the raw answer text right after the assistant header.
-    """
-
-    prefix: str = ""
-
-
-@dataclass(frozen=True)
-class AnswerProbConfig:
-    """Options of the measurement.
-
-    answer_format:     how the answer is rendered (see `answer_tokens`).
-    max_batch_tokens:  padded tokens (rows x longest row) per forward pass.
-    """
-
-    answer_format: AnswerFormat = AnswerFormat()
-    max_batch_tokens: int = 8192
-
-    def __post_init__(self) -> None:
-        if self.max_batch_tokens < 1:
-            raise ConfigError(f"max_batch_tokens must be >= 1, got {self.max_batch_tokens}")
+__all__ = ["AnswerFormat", "AnswerProbConfig", "answer_probs", "answer_tokens", "attach_answer_probs"]
 
 
 @dataclass(frozen=True)
@@ -129,9 +105,10 @@ def answer_probs(
     answers: Sequence[str],
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    config: AnswerProbConfig = AnswerProbConfig(),
+    config: AnswerProbConfig | None = None,
 ) -> list[list[float]]:
     """Per episode, p_0..p_{T-1} of its answer (an empty list for an episode with no turns)."""
+    config = config or AnswerProbConfig()
     if len(episodes) != len(answers):
         raise ConfigError(f"got {len(episodes)} episodes but {len(answers)} answers")
     rows: list[ForcedRow] = []
@@ -154,7 +131,7 @@ def attach_answer_probs(
     answers: Mapping[str, str],
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    config: AnswerProbConfig = AnswerProbConfig(),
+    config: AnswerProbConfig | None = None,
 ) -> list[Episode]:
     """Copies of `episodes` whose turns carry `answer_prob` (p_t); `answers` maps task id -> answer text."""
     missing = sorted({episode.task_id for episode in episodes} - set(answers))

@@ -88,7 +88,9 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
             usable = [episode for episode in episodes if not episode.is_infra_failure]
             if config.credit.estimator == "igpo":  # p_t under the current policy, before this update
                 answers = {str(task["id"]): str(task["answer"]) for task in tasks}
-                usable = attach_answer_probs(usable, answers, ctx.engine.model, ctx.engine.tokenizer)
+                usable = attach_answer_probs(
+                    usable, answers, ctx.engine.model, ctx.engine.tokenizer, config.credit.answer
+                )
             advantages, credit_stats = compute_advantages(usable, config)
             # 4. policy update (the engine shares these weights: no sync needed)
             started = time.perf_counter()

@@ -51,3 +51,11 @@ def test_sandbox_build_passes_a_registry_base_to_the_script() -> None:
         "AGENTRL_BASE_IMAGE": "python:3.11-slim-bookworm",
     }
     assert build_env(None, {"PATH": "/bin"}) == {"PATH": "/bin"}
+
+
+def test_igpo_answer_format_is_set_from_the_run_config() -> None:
+    config = load_config(
+        "calc", ["credit.estimator=igpo", "credit.answer.answer_format.prefix=<answer>", "credit.gamma=0.9"]
+    )
+    assert config.credit.answer.answer_format.prefix == "<answer>"
+    assert dict(config.credit.options) == {"gamma": 0.9}
