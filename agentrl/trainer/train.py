@@ -85,6 +85,7 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
             episodes = await rollout(ctx, tasks, config.train.group_size, config.sampling, seed=step)
             rollout_s = time.perf_counter() - started
             # 3. credit assignment on the episodes that are real training signal
+            started = time.perf_counter()
             usable = [episode for episode in episodes if not episode.is_infra_failure]
             if config.credit.estimator == "igpo":  # p_t under the current policy, before this update
                 answers = {str(task["id"]): str(task["answer"]) for task in tasks}
@@ -92,6 +93,7 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
                     usable, answers, ctx.engine.model, ctx.engine.tokenizer, config.credit.answer
                 )
             advantages, credit_stats = compute_advantages(usable, config)
+            credit_s = time.perf_counter() - started
             # 4. policy update (the engine shares these weights: no sync needed)
             started = time.perf_counter()
             samples = training_samples(usable, advantages, config.rollout.max_context_tokens)
@@ -105,6 +107,7 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
                 **credit_stats,
                 **update,
                 "rollout_s": rollout_s,
+                "credit_s": credit_s,
                 "update_s": update_s,
                 "trained_episodes": float(len(samples)),
             }
