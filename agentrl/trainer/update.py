@@ -7,7 +7,14 @@ What this is: `make_optimizer` (AdamW + linear warm-up) and `policy_update`, a s
 The scaling makes the accumulated gradient exactly that of the mini-batch loss under the configured
 aggregation (for token_mean: the mean over every sampled token of the mini batch).
 
-What this is not: distributed (FSDP2 comes later), and it does not reorder samples: mini batches are
+Data parallel (`parallel=DataParallel(rank, world_size)`, the model wrapped by FSDP2 in
+`agentrl/trainer/distributed.py`): each rank trains on every world_size-th sample of each mini batch; the
+normaliser is the global one (all-reduced) and each rank's loss is scaled by world_size because FSDP
+averages gradients over ranks, so the update equals the single-process one. Every rank runs the same
+number of forward/backward passes (FSDP's collectives need all ranks): a rank with fewer micro batches
+runs zero-weighted fillers.
+
+What this is not: a launcher (torchrun starts the ranks), and it does not reorder samples: mini batches are
 contiguous slices in the caller's order. Log-probs are computed from logits divided by the sampling
 temperature (`temperature=`), the same distribution the engine sampled from, so the PPO ratio starts at 1.
 """
@@ -30,6 +37,43 @@ from agentrl.trainer.losses import (
     token_logprobs,
 )
 from agentrl.trainer.samples import TrainSample, collate
+
+
+@dataclass(frozen=True)
+class DataParallel:
+    """This process's place among the data-parallel ranks (world_size 1: a plain single-process update)."""
+
+    rank: int = 0
+    world_size: int = 1
+
+    def shard(self, samples: Sequence[TrainSample]) -> list[TrainSample]:
+        """Every world_size-th sample, starting at this rank."""
+        return list(samples[self.rank :: self.world_size])
+
+    def sum(self, value: float) -> float:
+        return self._reduce(value, "sum")
+
+    def max(self, value: float) -> float:
+        return self._reduce(value, "max")
+
+    def gather(self, obj: Any) -> list[Any]:
+        """`obj` from every rank, in rank order."""
+        if self.world_size == 1:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        torch.distributed.all_gather_object(out, obj)
+        return out
+
+    def _reduce(self, value: float, op: str) -> float:
+        if self.world_size == 1:
+            return value
+        tensor = torch.tensor([value], dtype=torch.float64)
+        reduce_op = torch.distributed.ReduceOp.SUM if op == "sum" else torch.distributed.ReduceOp.MAX
+        torch.distributed.all_reduce(tensor, op=reduce_op)
+        return float(tensor.item())
+
+
+SINGLE_PROCESS = DataParallel()
 
 
 @dataclass(frozen=True)
@@ -89,6 +133,7 @@ def policy_update(
     ref_model: torch.nn.Module | None = None,
     optim_cfg: OptimConfig | None = None,
     temperature: float = 1.0,
+    parallel: DataParallel = SINGLE_PROCESS,
 ) -> dict[str, float]:
     """Train on `samples`; return means of loss, clip_frac, approx_kl, grad_norm, kl, entropy, and tokens.
 
@@ -106,7 +151,15 @@ def policy_update(
             for mini_batch in _split(samples, update_cfg.mini_batches):
                 tally.add(
                     _mini_batch_step(
-                        model, optimizer, mini_batch, pad_id, loss_cfg, update_cfg, ref_model, temperature
+                        model,
+                        optimizer,
+                        mini_batch,
+                        pad_id,
+                        loss_cfg,
+                        update_cfg,
+                        ref_model,
+                        temperature,
+                        parallel,
                     )
                 )
                 tally.add({"grad_norm": _clip_and_step(model, optimizer, scheduler, grad_clip)}, weight=1.0)
@@ -124,18 +177,24 @@ def _mini_batch_step(
     update_cfg: UpdateConfig,
     ref_model: torch.nn.Module | None,
     temperature: float,
+    parallel: DataParallel,
 ) -> dict[str, float]:
     """Accumulate the mini batch's gradient over micro batches; return its token-weighted metrics."""
     optimizer.zero_grad(set_to_none=True)
-    micro_batches = [collate(chunk, pad_id) for chunk in _chunks(mini_batch, update_cfg.micro_batch_size)]
-    weights = [aggregation_weight(batch["loss_mask"], loss_cfg.aggregation) for batch in micro_batches]
-    total = sum(weights) or 1.0
+    local = parallel.shard(mini_batch)
+    chunks = [collate(chunk, pad_id) for chunk in _chunks(local, update_cfg.micro_batch_size)]
+    weights = [aggregation_weight(batch["loss_mask"], loss_cfg.aggregation) for batch in chunks]
+    total = parallel.sum(float(sum(weights))) or 1.0
+    passes = int(parallel.max(float(len(chunks))))
+    filler = collate((local or list(mini_batch))[:1], pad_id)
     tally = _Tally()
-    for batch, weight in zip(micro_batches, weights, strict=True):
+    for index in range(passes):
+        batch, weight = (chunks[index], weights[index]) if index < len(chunks) else (filler, 0.0)
         loss, metrics = _micro_batch_loss(model, batch, loss_cfg, update_cfg, ref_model, temperature)
-        (loss * (weight / total)).backward()
-        tally.add({**metrics, "loss": float(loss.item())}, weight=float(batch["loss_mask"].sum().item()))
-    return tally.means()
+        (loss * (weight * parallel.world_size / total)).backward()
+        if weight:
+            tally.add({**metrics, "loss": float(loss.item())}, weight=float(batch["loss_mask"].sum().item()))
+    return _Tally.merge(parallel.gather(tally)).means()
 
 
 def _micro_batch_loss(
@@ -195,7 +254,8 @@ def _clip_and_step(
     grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
     optimizer.step()
     scheduler.step()
-    return float(grad_norm.item())
+    full = getattr(grad_norm, "full_tensor", None)  # a DTensor under FSDP2
+    return float((full() if full is not None else grad_norm).item())
 
 
 def _autocast(enabled: bool) -> AbstractContextManager[Any]:
@@ -229,6 +289,16 @@ class _Tally:
         for name, value in values.items():
             self.sums[name] = self.sums.get(name, 0.0) + value * weight
             self.weights[name] = self.weights.get(name, 0.0) + weight
+
+    @staticmethod
+    def merge(tallies: Sequence[_Tally]) -> _Tally:
+        """One tally of several (e.g. one per rank)."""
+        out = _Tally()
+        for tally in tallies:
+            for name, total in tally.sums.items():
+                out.sums[name] = out.sums.get(name, 0.0) + total
+                out.weights[name] = out.weights.get(name, 0.0) + tally.weights[name]
+        return out
 
     def means(self) -> dict[str, float]:
         return {

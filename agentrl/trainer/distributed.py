@@ -1,0 +1,89 @@
+"""Processes for data-parallel training: FSDP2 sharding, rank bookkeeping, and the weight gather for sampling.
+
+What this is: `init_from_env()` joins the process group torchrun set up (gloo on CPU, NCCL on GPU) and
+returns this rank's `DataParallel`; `shard_model` wraps every decoder layer and then the root with
+`torch.distributed.fsdp.fully_shard` (FSDP2; bf16 parameters with fp32 gradient reduction on GPU, plain
+fp32 on CPU); `full_state_dict` gathers the sharded weights into one CPU state dict (rank 0 receives it),
+which is how a colocated sampling engine gets the updated weights; `broadcast` ships Python objects (the
+step's training samples) from rank 0 to every rank.
+
+What this is not: the update (`update.policy_update` takes the `DataParallel` and does the global
+normalisation) or a launcher (`torchrun --nproc_per_node N ...`; `agentrl train trainer.nproc=N` re-executes
+itself under torchrun).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from agentrl.errors import ConfigError
+from agentrl.trainer.update import SINGLE_PROCESS, DataParallel
+
+
+def init_from_env() -> DataParallel:
+    """This process's `DataParallel`; joins the process group when torchrun started several ranks."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1:
+        return SINGLE_PROCESS
+    if not dist.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend)
+    return DataParallel(rank=dist.get_rank(), world_size=dist.get_world_size())
+
+
+def shard_model(model: torch.nn.Module) -> torch.nn.Module:
+    """FSDP2: shard each decoder layer, then the rest (embeddings, final norm, tied head) at the root."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    layers = decoder_layers(model)
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if torch.cuda.is_available()
+        else MixedPrecisionPolicy()
+    )
+    for layer in layers:
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    return model
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The repeated transformer blocks of a causal LM (Llama/Qwen/Mistral layouts: `model.model.layers`)."""
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise ConfigError(
+            f"cannot find the decoder layers of {type(model).__name__} (expected model.model.layers); "
+            "FSDP2 sharding supports Llama-family layouts"
+        )
+    return list(layers)
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The full, unsharded weights on CPU: every rank must call this; rank 0 receives them, others {}."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return {
+        name: torch.as_tensor(value) for name, value in get_model_state_dict(model, options=options).items()
+    }
+
+
+def broadcast(obj: Any, parallel: DataParallel) -> Any:
+    """`obj` from rank 0, on every rank (pickled; for the step's samples and small metadata)."""
+    if parallel.world_size == 1:
+        return obj
+    box = [obj if parallel.rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def close(parallel: DataParallel) -> None:
+    if parallel.world_size > 1 and dist.is_initialized():
+        dist.destroy_process_group()
