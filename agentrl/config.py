@@ -81,6 +81,23 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class TrainerConfig:
+    """How the update runs.
+
+    nproc: data-parallel processes (FSDP2 under torchrun: gloo on CPU, NCCL on GPU). With nproc > 1,
+           `agentrl train` re-executes itself under torchrun; rank 0 runs the env service, the engine,
+           the rollouts and the store, every rank trains on its share of the samples, and the updated
+           weights are gathered into rank 0's engine after each update (`sync_s`).
+    """
+
+    nproc: int = 1
+
+    def __post_init__(self) -> None:
+        if self.nproc < 1:
+            raise ValueError(f"trainer.nproc must be >= 1, got {self.nproc}")
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     """Held-out evaluation on the first `num_tasks` tasks of the eval split.
 
@@ -126,6 +143,7 @@ class RunConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     update: UpdateConfig = field(default_factory=UpdateConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     store: StoreConfig = field(default_factory=StoreConfig)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 from typing import Any
 
 from agentrl.cli.eval import format_eval
@@ -23,10 +27,36 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.trainer.train import train
 
     config = load_config(args.task, args.overrides)
+    if config.trainer.nproc > 1 and "WORLD_SIZE" not in os.environ:
+        return launch_ranks(args.task, args.overrides, config.trainer.nproc)
     before, after, run_dir = asyncio.run(train(config))
+    if not run_dir:  # a rank > 0 of a multi-process run: rank 0 reports
+        return 0
     if before is not None:
         print(format_eval("held-out before", before))
     if after is not None:
         print(format_eval("held-out after ", after))
     print(f"run directory: {run_dir}")
     return 0
+
+
+def launch_ranks(task: str, overrides: list[str], nproc: int) -> int:
+    """Re-run this command under torchrun with `nproc` ranks on this host (rendezvous on 127.0.0.1)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={port}",
+        "-m",
+        "agentrl.cli.main",
+        "train",
+        "--task",
+        task,
+        *overrides,
+    ]
+    return subprocess.run(command, check=False).returncode

@@ -1,12 +1,15 @@
 """THE training loop: sample tasks -> G episodes per task -> advantages -> policy update -> record.
 
 What this is: one readable loop (cleanrl style) over training steps, with held-out evaluation before and
-after, plus the small functions it calls. One process; the HF engine generates with the very module the
-optimiser updates, so the weight sync after an update is a no-op by construction.
+after, plus the small functions it calls. In one process the HF engine generates with the very module the
+optimiser updates, so the weight sync after an update is a no-op by construction. With `trainer.nproc` > 1
+(ranks started by torchrun) rank 0 runs that same loop with an FSDP2-sharded training copy of the policy,
+broadcasts each step's samples, every rank trains on its share, and the gathered weights are loaded into
+rank 0's engine (`sync_s`); the other ranks run `follow_updates`, the same updates without rollouts.
+`loss.kl_coef` > 0 loads a frozen reference model (the initial weights) on every rank.
 
-What this is not (yet): FSDP2 across processes, vLLM weight sync, async rollouts with a staleness bound,
-checkpoint resume, a reference model for KL (`loss.kl_coef` must stay 0 here). Those come with the trainer
-issue. Episodes that ended in an infrastructure failure are stored but never trained on.
+What this is not (yet): vLLM weight sync, async rollouts with a staleness bound, checkpoint resume. Episodes
+that ended in an infrastructure failure are stored but never trained on.
 """
 
 from __future__ import annotations
@@ -30,15 +33,15 @@ from agentrl.client import EnvClient
 from agentrl.config import RunConfig, to_dict
 from agentrl.credit import episodes_to_batch, estimate, split_by_episode
 from agentrl.credit.metrics import credit_metrics
-from agentrl.errors import ConfigError
 from agentrl.models import load_model
 from agentrl.service.embedded import EmbeddedService
 from agentrl.store.repository import create_run, finish_run, open_store
 from agentrl.store.writer import StoreWriter
 from agentrl.tasks import Task, load_tasks, sample_tasks
+from agentrl.trainer import distributed
 from agentrl.trainer.answer_probs import attach_answer_probs
 from agentrl.trainer.samples import TrainSample, episode_to_sample
-from agentrl.trainer.update import make_optimizer, policy_update
+from agentrl.trainer.update import DataParallel, make_optimizer, policy_update
 from agentrl.types import Episode
 
 console = Console(stderr=True)
@@ -58,6 +61,18 @@ class RunContext:
     store: Any
 
 
+@dataclass
+class Learner:
+    """What the update trains: the policy (the engine's own module in one process, else an FSDP2-sharded
+    copy), its optimiser and schedule, the frozen reference for KL (or None), and this rank's place."""
+
+    policy: torch.nn.Module
+    optimizer: Any
+    scheduler: Any
+    reference: torch.nn.Module | None
+    parallel: DataParallel
+
+
 @dataclass(frozen=True)
 class EvalResult:
     """Held-out success over the episodes that did not fail for infrastructure reasons."""
@@ -69,12 +84,23 @@ class EvalResult:
 
 
 async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None, str]:
-    """Run training; return (held-out before, held-out after, run directory)."""
-    if config.loss.kl_coef != 0.0:
-        raise ConfigError("loss.kl_coef > 0 needs a reference model, which this trainer does not load yet")
+    """Run training; return (held-out before, held-out after, run directory) — on rank 0; other ranks
+    follow the updates and return (None, None, "")."""
+    parallel = distributed.init_from_env()
+    try:
+        if parallel.rank != 0:
+            await follow_updates(config, parallel)
+            return None, None, ""
+        return await lead(config, parallel)
+    finally:
+        distributed.close(parallel)
+
+
+async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | None, EvalResult | None, str]:
+    """Rank 0 (or the only process): rollouts, credit, update, sync, records."""
     async with open_run(config, kind="train") as ctx:
         before = await evaluate(ctx, step=0) if config.eval.before else None
-        optimizer, scheduler = make_optimizer(ctx.engine.model, config.optim)
+        learner = make_learner(config, parallel, ctx.engine.model)
         train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
         for step in range(1, config.train.steps + 1):
             # 1. sample this step's tasks
@@ -94,11 +120,13 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
                 )
             advantages, credit_stats = compute_advantages(usable, config)
             credit_s = time.perf_counter() - started
-            # 4. policy update (the engine shares these weights: no sync needed)
+            # 4. policy update on every rank, then the new weights into the engine
             started = time.perf_counter()
-            samples = training_samples(usable, advantages, config.rollout.max_context_tokens)
-            update = update_policy(ctx, optimizer, scheduler, samples)
+            keep_all = config.loss.kl_coef > 0 or config.loss.entropy_coef > 0
+            samples = training_samples(usable, advantages, config.rollout.max_context_tokens, keep_all)
+            update = update_policy(config, learner, distributed.broadcast(samples, parallel), pad_id(ctx))
             update_s = time.perf_counter() - started
+            sync_s = sync_engine(ctx.engine, learner) if update else 0.0
             # 5. record episodes and metrics
             ctx.writer.record_episodes(ctx.run_id, step, "train", usable, advantages)
             ctx.writer.record_episodes(ctx.run_id, step, "train", infra_only(episodes), None)
@@ -109,12 +137,45 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
                 "rollout_s": rollout_s,
                 "credit_s": credit_s,
                 "update_s": update_s,
+                "sync_s": sync_s,
                 "trained_episodes": float(len(samples)),
             }
             log_metrics(ctx, step, metrics)
         after = await evaluate(ctx, step=config.train.steps) if config.eval.after else None
         save_checkpoint(ctx)
         return before, after, str(ctx.run_dir)
+
+
+async def follow_updates(config: RunConfig, parallel: DataParallel) -> None:
+    """Ranks > 0: the same updates as rank 0 on their share of its samples; no env, engine or store."""
+    model, tokenizer = load_model(config.model)
+    learner = make_learner(config, parallel, model)
+    pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+    for _step in range(config.train.steps):
+        if update_policy(config, learner, distributed.broadcast(None, parallel), pad):
+            distributed.full_state_dict(learner.policy)  # the gather is collective: rank 0 keeps the result
+
+
+def make_learner(config: RunConfig, parallel: DataParallel, engine_model: torch.nn.Module) -> Learner:
+    """The trained module, optimiser, schedule and KL reference for this rank."""
+    if parallel.world_size == 1:
+        policy = engine_model
+    else:
+        policy = distributed.shard_model(load_model(config.model)[0])
+    reference = None
+    if config.loss.kl_coef > 0:
+        reference = load_model(config.model)[0].eval().requires_grad_(False)
+    optimizer, scheduler = make_optimizer(policy, config.optim)
+    return Learner(policy, optimizer, scheduler, reference, parallel)
+
+
+def sync_engine(engine: HFEngine, learner: Learner) -> float:
+    """Seconds to put the updated weights into the engine (0 in one process: they are the same module)."""
+    if learner.policy is engine.model:
+        return 0.0
+    started = time.perf_counter()
+    engine.model.load_state_dict(distributed.full_state_dict(learner.policy))
+    return time.perf_counter() - started
 
 
 async def run_eval(config: RunConfig) -> EvalResult:
@@ -167,38 +228,42 @@ def compute_advantages(
 
 
 def training_samples(
-    episodes: Sequence[Episode], advantages: Sequence[Sequence[float]], max_length: int
+    episodes: Sequence[Episode],
+    advantages: Sequence[Sequence[float]],
+    max_length: int,
+    keep_all: bool = False,
 ) -> list[TrainSample]:
-    """Token samples of the episodes that carry a policy-gradient signal.
+    """Token samples of the episodes that carry a training signal.
 
-    An episode whose advantage is 0 at every step contributes nothing to the PPO term (there is no KL term
-    yet), so it is left out of the update, as DAPO's dynamic sampling does; this saves most of the update
-    time when many groups are all-correct or all-wrong.
+    An episode whose advantage is 0 at every step contributes nothing to the PPO term, so unless `keep_all`
+    (a KL or entropy term gives every episode a gradient) it is left out of the update, as DAPO's dynamic
+    sampling does; this saves most of the update time when many groups are all-correct or all-wrong.
     """
     return [
         episode_to_sample(episode, advantage, max_length)
         for episode, advantage in zip(episodes, advantages, strict=True)
-        if any(value != 0.0 for value in advantage)
+        if keep_all or any(value != 0.0 for value in advantage)
     ]
 
 
 def update_policy(
-    ctx: RunContext, optimizer: Any, scheduler: Any, samples: list[TrainSample]
+    config: RunConfig, learner: Learner, samples: list[TrainSample] | None, pad: int
 ) -> dict[str, float]:
     """One PPO-clip update over the step's samples (no-op when no episode carries a signal)."""
     if not samples:
         return {}
-    config = ctx.config
     return policy_update(
-        ctx.engine.model,
-        optimizer,
-        scheduler,
+        learner.policy,
+        learner.optimizer,
+        learner.scheduler,
         samples,
-        pad_id(ctx),
+        pad,
         config.loss,
         config.update,
+        ref_model=learner.reference,
         optim_cfg=config.optim,
         temperature=config.sampling.temperature,
+        parallel=learner.parallel,
     )
 
 

@@ -80,3 +80,36 @@ def test_train_two_steps_writes_rows_to_the_store(repo_root: Path, tmp_path: Pat
     assert counts["turns"] >= counts["episodes"]
     assert counts["metrics"] > 0
     assert (tmp_path / "runs" / "smoke" / "final" / "config.json").is_file()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_train_on_two_fsdp2_ranks_with_a_kl_reference(repo_root: Path, tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    result = run_cli(
+        [
+            "train",
+            "--task",
+            "calc",
+            "name=fsdp",
+            f"runs_dir={tmp_path / 'runs'}",
+            f"store.url=sqlite:///{db}",
+            "trainer.nproc=2",
+            "loss.kl_coef=0.01",
+            "train.steps=1",
+            "train.tasks_per_step=1",
+            "train.group_size=2",
+            "eval.before=false",
+            "eval.after=false",
+            "sampling.max_new_tokens=32",
+            "rollout.max_turns=1",
+        ],
+        repo_root,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = (tmp_path / "runs" / "fsdp" / "metrics.jsonl").read_text().splitlines()
+    step = [json.loads(line) for line in lines][-1]
+    # with a KL term every episode is trained on, so the update ran and its weights were gathered
+    assert step["step"] == 1 and "kl" in step and step["sync_s"] > 0 and step["trained_episodes"] == 2
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("select status from runs").fetchone()[0] == "finished"
