@@ -111,7 +111,8 @@ class Episode:
 
     `initial_state_key` is the state in which turn 0 was taken; turn t's `state_key` is the state after
     it. `error` is set only for infrastructure failures (`stop_reason == "infra_error"`), which are never
-    used as training signal.
+    used as training signal. `attempts` counts plays of this slot: > 1 when earlier plays ended in an
+    infrastructure failure and were re-run (`agentrl.agent.retry`).
     """
 
     episode_id: str
@@ -124,6 +125,7 @@ class Episode:
     initial_state_key: str | None = None
     success: bool = False
     error: str | None = None
+    attempts: int = 1
 
     @property
     def reward(self) -> float:

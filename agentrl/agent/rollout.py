@@ -10,8 +10,11 @@ Expected failures are data: an unparseable turn is sent to the env as a text-onl
 `invalid`; an infrastructure failure (sandbox or service) ends the episode with `stop_reason="infra_error"`
 and the turns so far. Anything else (a bug, a model error) propagates.
 
-What this is not: per-step prompt construction (verl-agent's "last K turns" mode) or retries. A failed
-episode is reported, not re-run; the trainer decides what to do with it.
+`collect_rollouts` re-plays an episode that ended in an infrastructure failure (a new session, so a live
+replica) up to `RolloutConfig.infra_attempts` times in all (`agentrl.agent.retry`); `Episode.attempts`
+says how many plays it took, and one still failing after that is returned as `infra_error`.
+
+What this is not: per-step prompt construction (verl-agent's "last K turns" mode).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -28,6 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agentrl.agent.engines.base import Engine, SamplingParams
 from agentrl.agent.parsing import parse_turn
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
+from agentrl.agent.retry import RetryConfig, play_with_retries
 from agentrl.env.core import StepResult
 from agentrl.errors import INFRA_ERRORS
 from agentrl.types import Action, Episode, SessionStart, StopReason, Turn
@@ -49,11 +53,14 @@ class RolloutConfig:
     max_context_tokens: an episode stops with `max_tokens` when the next turn (prompt so far plus
                         `max_new_tokens`) could exceed this
     instructions:       the system prompt's opening text; None uses `prompting.DEFAULT_INSTRUCTIONS`
+    infra_attempts:     plays of an episode whose earlier plays ended in an infrastructure failure
+                        (1 disables re-runs)
     """
 
     max_turns: int = 4
     max_context_tokens: int = 2048
     instructions: str | None = None
+    infra_attempts: int = 3
 
 
 async def run_episode(
@@ -169,11 +176,14 @@ async def collect_rollouts(
 
         async def play(task_index: int, task: Mapping[str, Any]) -> Episode:
             group_id = f"{task.get('id', task_index)}-{nonce}"
-            episode = await run_episode(
-                client, engine, env_id, task, episode_seed(seed, task_index), group_id, sampling, config
+            result = await play_with_retries(
+                lambda: run_episode(
+                    client, engine, env_id, task, episode_seed(seed, task_index), group_id, sampling, config
+                ),
+                RetryConfig(max_attempts=config.infra_attempts),
             )
             advance()
-            return episode
+            return replace(result.episode, attempts=result.attempts)
 
         # A TaskGroup cancels the other episodes (closing their sessions) if one raises a real error.
         async with asyncio.TaskGroup() as group:

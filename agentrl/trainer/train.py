@@ -282,6 +282,7 @@ def rollout_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         "invalid_turn_rate": _mean([float(turn.invalid) for turn in turns]),
         "completion_tokens_mean": _mean([float(len(turn.completion_ids)) for turn in turns]),
         "infra_failures": float(len(episodes) - len(usable)),
+        "infra_reruns": float(sum(episode.attempts - 1 for episode in episodes)),
         "episodes": float(len(episodes)),
     }
 
