@@ -6,9 +6,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup python docker images model demo test test-unit lint clean-runs
+# `make fleet-images` builds the env-fleet images of docker-compose.yml (the fleet test builds them itself).
 
-setup: python docker images model
+.PHONY: setup python docker images model extras fleet-images demo test test-unit lint clean-runs
+
+setup: python docker images model extras
 
 python:
 	@bash scripts/setup_python.sh $(VENV)
@@ -21,6 +23,12 @@ images: docker
 
 model: python
 	@$(PY) -m agentrl.models --warm
+
+extras:
+	@bash scripts/setup_extras.sh
+
+fleet-images: images
+	@bash scripts/build_fleet_images.sh
 
 lint: python
 	$(VENV)/bin/ruff check agentrl envs tests bench

@@ -2,7 +2,9 @@
 # Make sure a Docker engine answers and the tools to build the base image exist. Idempotent: when
 # `docker info` works and nothing is missing it does nothing. Otherwise (root on Debian only) it installs
 # docker.io and debootstrap, starts dockerd in the background (log: /var/log/agentrl/dockerd.log), and
-# waits up to 60 s for it to answer.
+# waits up to 60 s for it to answer. It also installs Debian's docker-compose when neither it nor the
+# `docker compose` plugin exists (needed only for the env fleet, docker-compose.yml: without root it warns
+# instead of failing).
 set -euo pipefail
 BASE_IMAGE="agentrl/base:bookworm"
 LOG_DIR="/var/log/agentrl"
@@ -40,7 +42,21 @@ start_dockerd() {
     die "dockerd did not answer within ${WAIT_S}s; see $LOG_DIR/dockerd.log"
 }
 
-if engine_ready && ! needs_debootstrap; then
+needs_compose() {
+    ! command -v docker-compose >/dev/null && ! docker compose version >/dev/null 2>&1
+}
+
+install_compose() {
+    if [ "$(id -u)" -ne 0 ] || [ ! -f /etc/debian_version ]; then
+        echo "docker: warning: docker-compose is missing (needed only for the env fleet); install it," \
+            "e.g. \`sudo apt-get install docker-compose\`" >&2
+        return 0
+    fi
+    echo "docker: installing docker-compose"
+    apt_install docker-compose
+}
+
+if engine_ready && ! needs_debootstrap && ! needs_compose; then
     echo "docker: engine ready"
     exit 0
 fi
@@ -63,5 +79,8 @@ if needs_debootstrap; then
     require_root_debian "debootstrap is needed to build $BASE_IMAGE"
     echo "docker: installing debootstrap"
     apt_install debootstrap
+fi
+if needs_compose; then
+    install_compose
 fi
 echo "docker: engine ready"
