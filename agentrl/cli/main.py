@@ -10,10 +10,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agentrl.cli import envs, eval, sandbox, train
+from agentrl.cli import db, envs, eval, runs, sandbox, train, ui
 from agentrl.errors import AgentRLError
 
-SUBCOMMANDS = {"train": train, "eval": eval, "envs": envs, "sandbox": sandbox}
+SUBCOMMANDS = {
+    "train": train,
+    "eval": eval,
+    "envs": envs,
+    "sandbox": sandbox,
+    "runs": runs,
+    "db": db,
+    "ui": ui,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,8 +7,10 @@ transaction. Readers return plain dicts; ORM objects never leave `agentrl/store/
 URL resolution: the `url` argument, else $AGENTRL_DB_URL, else `sqlite:///runs/agentrl.db`. SQLite files
 get their parent folder created, WAL journaling (readers do not block the writer) and a busy timeout.
 
-What this is not: asynchronous (see `writer.py` for the background writer) or a migration tool (tables are
-created with `metadata.create_all` until Alembic lands).
+Schema: `open_store` brings the database to the newest Alembic revision (`agentrl/store/migrations/`), so a
+fresh database is created by `upgrade head` and an older one is upgraded in place.
+
+What this is not: asynchronous (see `writer.py` for the background writer).
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from alembic.util import CommandError as AlembicError
 from sqlalchemy import Engine, create_engine, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from agentrl.errors import StoreError
-from agentrl.store.models import Base, EpisodeRow, MetricRow, Run, TurnRow, utc_now
+from agentrl.store.migrations import upgrade
+from agentrl.store.models import EpisodeRow, MetricRow, Run, TurnRow, utc_now
 from agentrl.types import Episode, Turn
 
 DB_URL_ENV = "AGENTRL_DB_URL"
@@ -59,8 +63,8 @@ def open_store(url: str | None = None) -> Store:
         engine = create_engine(resolved)
         if engine.dialect.name == "sqlite":
             _prepare_sqlite(engine)
-        Base.metadata.create_all(engine)
-    except (SQLAlchemyError, OSError, ValueError) as exc:
+        upgrade(engine)
+    except (SQLAlchemyError, OSError, ValueError, AlembicError) as exc:
         raise StoreError(
             f"cannot open the run store at {resolved!r}: {exc}. Check the URL (store.url or ${DB_URL_ENV}) "
             "and that the database is reachable and writable."

@@ -1,0 +1,122 @@
+"""A small synthetic run recorded through the real store writer, for demos, docs and tests of the viewer.
+
+What this is: `record_sample_run(store)` writes a three-step run of a calculator-like task (two task groups
+of three episodes per step, plus held-out evaluations at steps 0 and 3) with hand-made but well-formed
+Episodes: tool calls in the Hermes format, observations, state keys that form anchor groups, one invalid
+turn and one infrastructure failure per step. Advantages come from the real GiGPO estimator and the credit
+metrics from `agentrl.credit.metrics`; reward and success metrics are computed from the episodes.
+
+What this is not: a model's output. No model is loaded; the episodes are deterministic functions of the
+step and episode index. KL and entropy are synthetic numbers (so the plot has every panel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from agentrl.credit import episodes_to_batch, estimate, split_by_episode
+from agentrl.credit.metrics import credit_metrics
+from agentrl.store.repository import Store, create_run, finish_run
+from agentrl.store.writer import StoreWriter
+from agentrl.types import Action, Episode, ToolCall, Turn
+
+SAMPLE_TASKS = (("calc-17", 12, 30), ("calc-42", 7, 8))  # (task id, a, b): "what is a + b?"
+GROUP_SIZE = 3
+STEPS = 3
+ENV_ID = "agentrl/Calc-v0"
+
+
+def call_text(name: str, arguments: str) -> str:
+    return f'<tool_call>{{"name": "{name}", "arguments": {arguments}}}</tool_call>'
+
+
+def make_turn(
+    index: int, text: str, call: ToolCall | None, observation: str, reward: float, state: str
+) -> Turn:
+    return Turn(
+        index=index,
+        prompt_ids=tuple(range(40 if index == 0 else 12)),
+        completion_ids=tuple(range(len(text) // 4 + 1)),
+        completion_logprobs=tuple(-0.5 for _ in range(len(text) // 4 + 1)),
+        text=text,
+        action=Action(text, (call,) if call else (), None if call else "no <tool_call> block"),
+        observation=observation,
+        reward=reward,
+        invalid=call is None,
+        state_key=state,
+    )
+
+
+def sample_episode(step: int, task: tuple[str, int, int], member: int, split: str = "train") -> Episode:
+    """Episode `member` of a task group at `step`: later steps and lower members succeed more often."""
+    task_id, a, b = task
+    group_id = f"{split}-{step}-{task_id}"
+    episode_id = f"{group_id}-{member}"
+    start = f"{task_id}:start"
+    if split == "train" and member == GROUP_SIZE - 1 and task_id == SAMPLE_TASKS[1][0]:
+        return Episode(
+            episode_id, ENV_ID, task_id, group_id, member, (), "infra_error", start,
+            error="SandboxLost: the sandbox container exited (OOM-killed) before the first turn",
+        )  # fmt: skip
+    good_code = member + step >= 2 if split == "train" else step > 0 or task_id == SAMPLE_TASKS[0][0]
+    code = f"print({a} + {b})" if good_code else f"print({a} * {b})"
+    value = a + b if good_code else a * b
+    turns = [
+        make_turn(0, "Let me compute it.\n" + call_text("python", f'{{"code": "{code}"}}'),
+                  ToolCall("python", {"code": code}), f"{value}\n", 0.0, f"{task_id}:ran:{value}"),
+    ]  # fmt: skip
+    if split == "train" and member == 1 and step == 1:
+        turns.append(make_turn(1, f"The answer is {value}.", None,
+                               "error: no tool call found; call `submit` with your answer", 0.0,
+                               f"{task_id}:ran:{value}"))  # fmt: skip
+    correct = value == a + b
+    turns.append(
+        make_turn(len(turns), call_text("submit", f'{{"answer": "{value}"}}'),
+                  ToolCall("submit", {"answer": str(value)}), "correct" if correct else f"wrong: {value}",
+                  1.0 if correct else 0.0, f"{task_id}:submitted:{value}"),
+    )  # fmt: skip
+    return Episode(episode_id, ENV_ID, task_id, group_id, member, tuple(turns), "terminated", start, correct)
+
+
+def step_metrics(episodes: Sequence[Episode], step: int) -> dict[str, float]:
+    """Reward and success of the usable episodes, credit metrics, and synthetic KL and entropy."""
+    usable = [episode for episode in episodes if not episode.is_infra_failure]
+    return {
+        "reward_mean": sum(episode.reward for episode in usable) / len(usable),
+        "success_rate": sum(episode.success for episode in usable) / len(usable),
+        "infra_failures": float(len(episodes) - len(usable)),
+        "kl": 0.002 * step,
+        "entropy": 1.2 - 0.15 * step,
+        **credit_metrics(episodes_to_batch(usable), _flat(gigpo_advantages(usable))),
+    }
+
+
+def gigpo_advantages(episodes: Sequence[Episode]) -> list[list[float]]:
+    batch = episodes_to_batch(episodes)
+    return split_by_episode(estimate("gigpo", batch), batch)
+
+
+def record_sample_run(store: Store, name: str = "sample-calc") -> str:
+    """Record the whole sample run; return its id."""
+    run_id = create_run(
+        store, name, "calc", {"task": "calc", "credit": {"estimator": "gigpo"}, "sample": True}
+    )
+    with StoreWriter(store) as writer:
+        for step in (0, STEPS):
+            evals = [sample_episode(step, task, 0, split="eval") for task in SAMPLE_TASKS]
+            writer.record_episodes(run_id, step, "eval", evals, None)
+            writer.record_metrics(run_id, step, {"eval/success_rate": 0.5 if step == 0 else 1.0})
+        for step in range(1, STEPS + 1):
+            episodes = [sample_episode(step, task, m) for task in SAMPLE_TASKS for m in range(GROUP_SIZE)]
+            usable = [episode for episode in episodes if not episode.is_infra_failure]
+            writer.record_episodes(run_id, step, "train", usable, gigpo_advantages(usable))
+            writer.record_episodes(run_id, step, "train", [e for e in episodes if e.is_infra_failure], None)
+            writer.record_metrics(run_id, step, step_metrics(episodes, step))
+    finish_run(store, run_id, "finished")
+    return run_id
+
+
+def _flat(values: Sequence[Sequence[float]]) -> np.ndarray:
+    return np.asarray([value for row in values for value in row], dtype=np.float64)

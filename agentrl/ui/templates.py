@@ -1,0 +1,149 @@
+"""The viewer's HTML templates (Jinja2, autoescaped: every value is HTML-escaped unless it is a `Markup`
+built by `svg.py`). Kept as strings in this module so they ship with the package without data-file rules.
+
+What this is not: a front end. There is no JavaScript; every page is rendered on the server.
+"""
+
+# ruff: noqa: E501 (HTML lines are kept whole)
+from __future__ import annotations
+
+from jinja2 import DictLoader, Environment, select_autoescape
+
+BASE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{% block title %}agentrl{% endblock %} · agentrl viewer</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.2em auto; max-width: 1000px; color: #222; padding: 0 1em; }
+a { color: #0b5cad; } table { border-collapse: collapse; margin: .5em 0 1em; }
+th, td { padding: 3px 9px; border-bottom: 1px solid #e4e4e4; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.pos { color: #177a2b; font-weight: 600; } .neg { color: #b3261e; font-weight: 600; } .zero { color: #777; }
+.badge { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 12px; background: #eee; }
+.badge.bad { background: #fbe3e1; color: #b3261e; } .badge.ok { background: #e3f4e6; color: #177a2b; }
+.note { background: #fff8e1; border-left: 4px solid #f0b400; padding: 6px 10px; margin: .8em 0; }
+.msg { border-radius: 8px; padding: 8px 12px; margin: 6px 0; white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 13px; }
+.assistant { background: #eef4ff; margin-right: 3em; } .call { background: #f6f0ff; margin-right: 3em; }
+.call.bad { background: #fbe3e1; } .env { background: #f3f3f3; margin-left: 3em; }
+.turn { border: 1px solid #ddd; border-radius: 10px; padding: 8px 12px; margin: 12px 0; }
+.turn.invalid { border-color: #e6a39d; } .meta { font-size: 12.5px; color: #444; }
+.meta code { background: #f4f4f4; padding: 0 4px; border-radius: 4px; }
+nav.crumbs { margin-bottom: .6em; } .filters a { margin-right: .8em; } .filters a.on { font-weight: 700; color: #222; }
+h2 { margin-top: 1.2em; } .charts { display: flex; flex-wrap: wrap; gap: 12px; }
+</style></head>
+<body><nav class="crumbs"><a href="/">runs</a>{% block crumbs %}{% endblock %}</nav>
+{% block body %}{% endblock %}
+</body></html>
+"""
+
+RUNS = """{% extends "base.html" %}{% block title %}runs{% endblock %}
+{% block body %}<h1>Runs</h1>
+<p class="meta">store: <code>{{ store_url }}</code></p>
+<table id="runs"><tr><th>name</th><th>id</th><th>task</th><th>status</th><th>steps</th>
+<th>best held-out success</th><th>created</th></tr>
+{% for row in runs %}<tr>
+<td><a href="/runs/{{ row.id }}">{{ row.name }}</a></td><td><code>{{ row.id[:12] }}</code></td><td>{{ row.task }}</td>
+<td>{{ row.status }}</td><td class="num">{{ row.steps if row.steps is not none else "-" }}</td>
+<td class="num">{{ "%.3f"|format(row.best) if row.best is not none else "-" }}</td><td>{{ row.created }}</td></tr>
+{% else %}<tr><td colspan="7">no runs in this store yet</td></tr>{% endfor %}
+</table>{% endblock %}
+"""
+
+RUN = """{% extends "base.html" %}{% block title %}{{ run.name }}{% endblock %}
+{% block crumbs %} › {{ run.name }}{% endblock %}
+{% block body %}<h1>{{ run.name }}</h1>
+<p class="meta">id <code>{{ run.id }}</code> · task {{ run.task }} · status <b>{{ run.status }}</b>
+· created {{ run.created_at.strftime("%Y-%m-%d %H:%M:%S") }}{% if run.finished_at %} · finished {{ run.finished_at.strftime("%Y-%m-%d %H:%M:%S") }}{% endif %}</p>
+<div class="charts">{% for chart in charts %}{{ chart }}{% endfor %}</div>
+<h2>Steps</h2>
+<table id="steps"><tr><th>step</th><th>split</th><th>episodes</th><th>mean reward</th><th>success</th>
+<th>infra failures</th><th>invalid turns</th></tr>
+{% for s in steps %}<tr><td><a href="/runs/{{ run.id }}/steps/{{ s.step }}?split={{ s.split }}">step {{ s.step }}</a></td>
+<td>{{ s.split }}</td><td class="num">{{ s.episodes }}</td><td class="num">{{ "%.3f"|format(s.mean_reward) }}</td>
+<td class="num">{{ "%.3f"|format(s.success_rate) }}</td>
+<td class="num">{% if s.infra_failures %}<span class="badge bad">{{ s.infra_failures }}</span>{% else %}0{% endif %}</td>
+<td class="num">{{ s.invalid_turns }}</td></tr>
+{% else %}<tr><td colspan="7">no episodes recorded yet</td></tr>{% endfor %}
+</table>
+<h2>Metrics</h2>
+<table><tr><th>metric</th><th>steps</th><th>first</th><th>last</th><th>min</th><th>max</th></tr>
+{% for m in metrics %}<tr><td>{{ m.name }}</td><td class="num">{{ m.count }}</td>{% for v in (m.first, m.last, m.low, m.high) %}
+<td class="num">{{ "%.4g"|format(v) if v is not none else "-" }}</td>{% endfor %}</tr>{% endfor %}
+</table>
+<details><summary>config</summary><pre>{{ config }}</pre></details>
+{% endblock %}
+"""
+
+STEP = """{% extends "base.html" %}{% block title %}{{ run.name }} step {{ step }}{% endblock %}
+{% block crumbs %} › <a href="/runs/{{ run.id }}">{{ run.name }}</a> › step {{ step }} ({{ split }}){% endblock %}
+{% block body %}<h1>Step {{ step }} <small>({{ split }})</small></h1>
+<p class="filters">show:{% for f, label in filters %}
+<a href="?split={{ split }}&amp;show={{ f }}" class="{{ 'on' if f == show else '' }}">{{ label }}</a>{% endfor %}</p>
+<p class="meta">{{ shown }} of {{ total }} episodes, grouped by task group (the episodes GRPO compares).</p>
+{% for group_id, rows in groups.items() %}
+<h2 class="group">task group <code>{{ group_id }}</code> <small>task {{ rows[0].task_id }}</small></h2>
+<table class="episodes"><tr><th>episode</th><th>reward</th><th>success</th><th>stop reason</th><th>turns</th>
+<th>invalid turns</th><th>advantage (turn 0)</th></tr>
+{% for e in rows %}<tr><td><a href="/runs/{{ run.id }}/episodes/{{ e.id }}">{{ e.uid }}</a></td>
+<td class="num">{{ "%.3f"|format(e.reward) }}</td>
+<td>{% if e.success %}<span class="badge ok">success</span>{% else %}<span class="badge bad">failed</span>{% endif %}</td>
+<td>{% if e.stop_reason == "infra_error" %}<span class="badge bad" title="{{ e.error or '' }}">infra_error</span>{% else %}{{ e.stop_reason }}{% endif %}</td>
+<td class="num">{{ e.num_turns }}</td><td class="num">{{ e.invalid }}</td>
+<td class="num">{{ signed(e.turns[0].advantage if e.turns else none) }}</td></tr>{% endfor %}
+</table>
+{% else %}<p>no episodes match this filter.</p>{% endfor %}
+{% endblock %}
+"""
+
+EPISODE = """{% extends "base.html" %}{% block title %}episode {{ e.uid }}{% endblock %}
+{% block crumbs %} › <a href="/runs/{{ run.id }}">{{ run.name }}</a>
+› <a href="/runs/{{ run.id }}/steps/{{ e.step }}?split={{ e.split }}">step {{ e.step }} ({{ e.split }})</a> › {{ e.uid }}{% endblock %}
+{% block body %}<h1>Episode {{ e.uid }}</h1>
+<p class="meta">env {{ e.env_id }} · task {{ e.task_id }} · group <code>{{ e.group_id }}</code> · seed {{ e.seed }}
+· reward <b>{{ "%.3f"|format(e.reward) }}</b> ·
+{% if e.success %}<span class="badge ok">success</span>{% else %}<span class="badge bad">failed</span>{% endif %}
+· stop reason <b>{{ e.stop_reason }}</b> · {{ e.num_turns }} turns</p>
+{% if e.error %}<p class="note" id="infra-error">infrastructure failure: {{ e.error }}</p>{% endif %}
+<p class="note">Not in the store, so not shown: the task prompt and the first observation (turn 0 had
+{{ e.turns[0].prompt_tokens if e.turns else 0 }} prompt tokens), the state before turn 0, and the sandbox exec log
+(commands run, exit codes, timings). Tool calls below are re-parsed from the assistant text with agentrl's parser.</p>
+{% for t in e.turns %}
+<div class="turn{{ ' invalid' if t.invalid else '' }}" id="turn-{{ t.index }}">
+<div class="meta">turn {{ t.index }}
+{% if t.tool_name %}· tool call <span class="badge">{{ t.tool_name }}</span>{% endif %}
+{% if t.invalid %}· <span class="badge bad">invalid action</span>{% endif %}
+· reward <span class="{{ sign(t.reward) }}">{{ "%+.3f"|format(t.reward) }}</span>
+· advantage {{ signed(t.advantage) }}
+· tokens {{ t.prompt_tokens }} in / {{ t.completion_tokens }} out</div>
+<div class="msg assistant"><b>assistant</b>
+{{ t.text }}</div>
+{% for name, arguments in calls[t.index].calls %}<div class="msg call"><b>tool call · {{ name }}</b>
+{{ arguments }}</div>{% endfor %}
+{% if calls[t.index].error %}<div class="msg call bad"><b>parse error</b> {{ calls[t.index].error }}</div>{% endif %}
+<div class="msg env"><b>environment</b>
+{{ t.observation }}</div>
+<div class="meta">state after: <code>{{ t.state_key if t.state_key is not none else "none (env reports no state key)" }}</code><br>
+anchor (state before): {% if anchors[t.index].key is none %}<i>unknown{% if t.index == 0 %} (initial state not stored){% endif %}: this turn has no anchor group</i>
+{% else %}<code>{{ anchors[t.index].key }}</code> · anchor group of <b class="anchor-size">{{ anchors[t.index].members|length }}</b>
+turn(s) in this task group{% for m in anchors[t.index].others %}{{ "," if not loop.first else ":" }}
+<a href="/runs/{{ run.id }}/episodes/{{ m.episode }}#turn-{{ m.turn }}">episode {{ m.episode }} turn {{ m.turn }}</a>{% endfor %}{% endif %}</div>
+</div>
+{% endfor %}
+{% endblock %}
+"""
+
+ERROR = """{% extends "base.html" %}{% block title %}not found{% endblock %}
+{% block body %}<h1>Not found</h1><p>{{ message }}</p>{% endblock %}
+"""
+
+
+def environment() -> Environment:
+    loader = DictLoader(
+        {
+            "base.html": BASE,
+            "runs.html": RUNS,
+            "run.html": RUN,
+            "step.html": STEP,
+            "episode.html": EPISODE,
+            "error.html": ERROR,
+        }
+    )
+    return Environment(loader=loader, autoescape=select_autoescape(default=True, default_for_string=True))
