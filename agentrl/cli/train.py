@@ -17,6 +17,11 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser("train", help="train a policy on a task (configs/TASK.yaml)")
     parser.add_argument("--task", required=True, help="config name: configs/TASK.yaml")
     parser.add_argument(
+        "--service-url",
+        metavar="URL",
+        help="a running env service or fleet load balancer (same as the override service.url=URL)",
+    )
+    parser.add_argument(
         "overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. train.steps=2"
     )
     parser.set_defaults(handler=run)
@@ -26,9 +31,10 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.config import load_config
     from agentrl.trainer.train import train
 
-    config = load_config(args.task, args.overrides)
+    overrides = [*args.overrides, *([f"service.url={args.service_url}"] if args.service_url else [])]
+    config = load_config(args.task, overrides)
     if config.trainer.nproc > 1 and "WORLD_SIZE" not in os.environ:
-        return launch_ranks(args.task, args.overrides, config.trainer.nproc)
+        return launch_ranks(args.task, overrides, config.trainer.nproc)
     before, after, run_dir = asyncio.run(train(config))
     if not run_dir:  # a rank > 0 of a multi-process run: rank 0 reports
         return 0

@@ -4,8 +4,8 @@ What this is: four tables — runs, episodes, turns, metrics — and nothing els
 (only counts); the store is for inspecting runs, not for replaying training batches.
 
 What this is not: an API. These ORM classes never leave `agentrl/store/`; everything outside talks to
-`repository.py`, which returns plain dicts. Schema changes go through Alembic once it lands (for now
-`metadata.create_all` creates missing tables).
+`repository.py`, which returns plain dicts. Schema changes go through Alembic revisions in
+`agentrl/store/migrations/` (`open_store` upgrades a database to the newest one).
 """
 
 from __future__ import annotations

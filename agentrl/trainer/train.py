@@ -36,6 +36,7 @@ from agentrl.credit.metrics import credit_metrics
 from agentrl.models import load_model
 from agentrl.service.embedded import EmbeddedService
 from agentrl.store.repository import create_run, finish_run, open_store
+from agentrl.store.tensorboard import export_run_events
 from agentrl.store.writer import StoreWriter
 from agentrl.tasks import Task, load_tasks, sample_tasks
 from agentrl.trainer import distributed
@@ -307,7 +308,8 @@ def pad_id(ctx: RunContext) -> int:
 
 
 def log_metrics(ctx: RunContext, step: int, metrics: Mapping[str, float]) -> None:
-    """One line on the console, one line in runs/<run>/metrics.jsonl, rows in the store."""
+    """One line on the console, one line in runs/<run>/metrics.jsonl, rows in the store (and, when the run
+    ends, TensorBoard event files in runs/<run>/tensorboard/)."""
     record = {"step": step, **{key: round(float(value), 6) for key, value in metrics.items()}}
     with (ctx.run_dir / "metrics.jsonl").open("a") as handle:
         handle.write(json.dumps(record) + "\n")
@@ -345,6 +347,7 @@ async def open_run(config: RunConfig, kind: str) -> AsyncIterator[RunContext]:
         finally:
             writer.flush()
             finish_run(store, run_id, status)
+            export_run_events(store, run_id, run_dir / "tensorboard")
 
 
 def start_service(stack: AsyncExitStack, config: RunConfig, run_dir: Path) -> str:

@@ -68,6 +68,7 @@ def test_train_two_steps_writes_rows_to_the_store(repo_root: Path, tmp_path: Pat
         json.loads(line) for line in (tmp_path / "runs" / "smoke" / "metrics.jsonl").read_text().splitlines()
     ]
     assert [m["step"] for m in metrics if "reward_mean" in m] == [1, 2]
+    assert list((tmp_path / "runs" / "smoke" / "tensorboard").glob("events.out.tfevents.*"))
     with sqlite3.connect(db) as conn:
         counts = {
             t: conn.execute(f"select count(*) from {t}").fetchone()[0]
