@@ -126,6 +126,7 @@ class Episode:
     success: bool = False
     error: str | None = None
     attempts: int = 1
+    first_observation: str | None = None  # what the env showed at reset (the task prompt)
 
     @property
     def reward(self) -> float:

@@ -79,12 +79,14 @@ async def run_episode(
     stop_reason: StopReason = "max_turns"
     session_id: str | None = None
     initial_state_key: str | None = None
+    first_observation: str | None = None
     error: str | None = None
     try:
         # 1. open a session: the env resets and tells us its tools and few-shot examples
         start = await client.create_session(env_id, task, seed)
         session_id = start.session_id
         initial_state_key = start.info.get("state_key")
+        first_observation = start.observation
 
         # 2. render the first prompt; later turns only append to it
         pending = render_first_prompt(
@@ -147,6 +149,7 @@ async def run_episode(
         initial_state_key=initial_state_key,
         success=bool(turns and turns[-1].info.get("success", False)),
         error=error,
+        first_observation=first_observation,
     )
 
 

@@ -55,6 +55,9 @@ class EpisodeRow(Base):
     stop_reason: Mapped[str] = mapped_column(String(20))
     error: Mapped[str | None] = mapped_column(Text)
     num_turns: Mapped[int]
+    initial_state_key: Mapped[str | None] = mapped_column(Text)  # the state turn 0 was taken in
+    first_observation: Mapped[str | None] = mapped_column(Text)  # what the env showed at reset
+    attempts: Mapped[int] = mapped_column(default=1, server_default="1")  # plays, re-runs included
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
     turns: Mapped[list[TurnRow]] = relationship(order_by="TurnRow.index", cascade="all, delete-orphan")
@@ -75,6 +78,7 @@ class TurnRow(Base):
     state_key: Mapped[str | None] = mapped_column(Text)
     invalid: Mapped[bool]
     tool_name: Mapped[str | None] = mapped_column(String(200))
+    info: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the env's step info (e.g. exec results)
 
 
 class MetricRow(Base):

@@ -15,6 +15,7 @@ What this is not: asynchronous (see `writer.py` for the background writer).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import uuid
@@ -171,6 +172,9 @@ def _episode_row(
         stop_reason=episode.stop_reason,
         error=episode.error,
         num_turns=len(episode.turns),
+        initial_state_key=episode.initial_state_key,
+        first_observation=episode.first_observation,
+        attempts=episode.attempts,
         turns=[
             _turn_row(turn, None if advantages is None else float(advantages[t]))
             for t, turn in enumerate(episode.turns)
@@ -191,7 +195,22 @@ def _turn_row(turn: Turn, advantage: float | None) -> TurnRow:
         state_key=turn.state_key,
         invalid=turn.invalid,
         tool_name=calls[0].name if calls else None,
+        info=json_info(turn.info),
     )
+
+
+INFO_VALUE_LIMIT = 2000  # characters of one info value kept in the store
+
+
+def json_info(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The env's step info as JSON-safe values (others as text), each at most INFO_VALUE_LIMIT chars."""
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        if not isinstance(value, (bool, int, float, type(None))):
+            value = value if isinstance(value, str) else json.dumps(value, default=str)
+            value = value if len(value) <= INFO_VALUE_LIMIT else value[:INFO_VALUE_LIMIT] + "…"
+        out[str(key)] = value
+    return out
 
 
 def record_metrics(store: Store, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
@@ -278,6 +297,9 @@ def _episode_dict(row: EpisodeRow) -> dict[str, Any]:
         "stop_reason",
         "error",
         "num_turns",
+        "initial_state_key",
+        "first_observation",
+        "attempts",
         "created_at",
     )
     return {
@@ -298,5 +320,6 @@ def _turn_dict(row: TurnRow) -> dict[str, Any]:
         "state_key",
         "invalid",
         "tool_name",
+        "info",
     )
     return {column: getattr(row, column) for column in columns}

@@ -38,7 +38,11 @@ def write_parquet(episodes: Sequence[Mapping[str, Any]], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist([plain(episode) for episode in episodes]), path)
+    rows = [plain(episode) for episode in episodes]
+    for row in rows:  # free-form env info: one JSON text per turn (Parquet needs a fixed struct)
+        for turn in row.get("turns", []):
+            turn["info"] = json.dumps(turn.get("info"))
+    pq.write_table(pa.Table.from_pylist(rows), path)
 
 
 def export_episodes(episodes: Sequence[Mapping[str, Any]], path: Path, fmt: ExportFormat) -> None:

@@ -46,6 +46,10 @@ def make_turn(
         reward=reward,
         invalid=call is None,
         state_key=state,
+        # what a sandboxed env reports about the command it ran (calc's python tool)
+        info={"exit_code": 0, "timed_out": False, "oom": False, "duration_s": 0.021}
+        if call is not None and call.name == "python"
+        else {},
     )
 
 
@@ -77,7 +81,10 @@ def sample_episode(step: int, task: tuple[str, int, int], member: int, split: st
                   ToolCall("submit", {"answer": str(value)}), "correct" if correct else f"wrong: {value}",
                   1.0 if correct else 0.0, f"{task_id}:submitted:{value}"),
     )  # fmt: skip
-    return Episode(episode_id, ENV_ID, task_id, group_id, member, tuple(turns), "terminated", start, correct)
+    return Episode(
+        episode_id, ENV_ID, task_id, group_id, member, tuple(turns), "terminated", start, correct,
+        first_observation=f"What is {a} + {b}? Use the python tool if you like, then call submit.",
+    )  # fmt: skip
 
 
 def step_metrics(episodes: Sequence[Episode], step: int) -> dict[str, float]:

@@ -102,9 +102,11 @@ EPISODE = """{% extends "base.html" %}{% block title %}episode {{ e.uid }}{% end
 {% if e.success %}<span class="badge ok">success</span>{% else %}<span class="badge bad">failed</span>{% endif %}
 · stop reason <b>{{ e.stop_reason }}</b> · {{ e.num_turns }} turns</p>
 {% if e.error %}<p class="note" id="infra-error">infrastructure failure: {{ e.error }}</p>{% endif %}
-<p class="note">Not in the store, so not shown: the task prompt and the first observation (turn 0 had
-{{ e.turns[0].prompt_tokens if e.turns else 0 }} prompt tokens), the state before turn 0, and the sandbox exec log
-(commands run, exit codes, timings). Tool calls below are re-parsed from the assistant text with agentrl's parser.</p>
+{% if e.attempts and e.attempts > 1 %}<p class="note">played {{ e.attempts }} times: earlier plays ended in an infrastructure failure and were re-run</p>{% endif %}
+{% if e.first_observation is not none %}<div class="msg env" id="first-observation"><b>environment (reset)</b>
+{{ e.first_observation }}</div>{% else %}<p class="note">The first observation is not in this store (written before it was kept).</p>{% endif %}
+<p class="note">The rendered system prompt (tools, few-shot examples; turn 0 had {{ e.turns[0].prompt_tokens if e.turns else 0 }}
+prompt tokens in all) is not stored. Tool calls below are re-parsed from the assistant text with agentrl's parser.</p>
 {% for t in e.turns %}
 <div class="turn{{ ' invalid' if t.invalid else '' }}" id="turn-{{ t.index }}">
 <div class="meta">turn {{ t.index }}
@@ -120,8 +122,9 @@ EPISODE = """{% extends "base.html" %}{% block title %}episode {{ e.uid }}{% end
 {% if calls[t.index].error %}<div class="msg call bad"><b>parse error</b> {{ calls[t.index].error }}</div>{% endif %}
 <div class="msg env"><b>environment</b>
 {{ t.observation }}</div>
+{% if t.info %}<div class="meta exec-log">env info (exec log): {% for k, v in t.info.items() if k not in ("state_key", "task_id") %}{{ "· " if not loop.first else "" }}{{ k }}=<code>{{ v }}</code> {% endfor %}</div>{% endif %}
 <div class="meta">state after: <code>{{ t.state_key if t.state_key is not none else "none (env reports no state key)" }}</code><br>
-anchor (state before): {% if anchors[t.index].key is none %}<i>unknown{% if t.index == 0 %} (initial state not stored){% endif %}: this turn has no anchor group</i>
+anchor (state before): {% if anchors[t.index].key is none %}<i>unknown: this turn has no anchor group</i>
 {% else %}<code>{{ anchors[t.index].key }}</code> · anchor group of <b class="anchor-size">{{ anchors[t.index].members|length }}</b>
 turn(s) in this task group{% for m in anchors[t.index].others %}{{ "," if not loop.first else ":" }}
 <a href="/runs/{{ run.id }}/episodes/{{ m.episode }}#turn-{{ m.turn }}">episode {{ m.episode }} turn {{ m.turn }}</a>{% endfor %}{% endif %}</div>

@@ -6,8 +6,9 @@ statistics; the filters of the viewer (failed episodes, infrastructure failures,
 anchor groups of turns (GiGPO's: turns of the same task group taken in the same state).
 
 What this is not: a store reader. It never opens a database; callers pass what `list_runs`,
-`load_metrics` and `load_episodes` returned. Everything the store does not keep (the task prompt, the
-first observation, tool-call arguments beyond the assistant text, the sandbox exec log) is absent here too.
+`load_metrics` and `load_episodes` returned. The first observation (the task prompt as the env showed it)
+and each turn's env info (for sandboxed envs the exec results: exit code, timeout, OOM, duration) come from
+the store; the rendered system prompt (tools, few-shot examples) is not stored, only its token count.
 """
 
 from __future__ import annotations
@@ -160,10 +161,10 @@ class TurnRef:
 
 
 def state_before(episode: Mapping[str, Any], turn_index: int) -> str | None:
-    """The state key a turn was taken in: the previous turn's state key. The store does not keep an
-    episode's initial state key, so turn 0's is unknown (None)."""
+    """The state key a turn was taken in: the previous turn's state key, or for turn 0 the episode's
+    initial state key (None in stores written before it was kept)."""
     if turn_index <= 0:
-        return None
+        return episode.get("initial_state_key")  # type: ignore[no-any-return]
     return episode["turns"][turn_index - 1]["state_key"]  # type: ignore[no-any-return]
 
 

@@ -23,7 +23,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, inspect
 
-from agentrl.store.migrations import current, head
+from agentrl.store.migrations import current, head, upgrade
 from agentrl.store.models import Base
 from agentrl.store.repository import (
     close_store,
@@ -47,7 +47,7 @@ def schema_diff(engine: Engine) -> list[object]:
 
 def test_sqlite_is_created_by_the_migrations(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path}/runs.db")
-    assert current(store.engine) == head() == "0001"
+    assert current(store.engine) == head() == "0002"
     assert schema_diff(store.engine) == []
     record_sample_run(store)
     assert count_rows(store) == SAMPLE_ROWS
@@ -57,11 +57,13 @@ def test_sqlite_is_created_by_the_migrations(tmp_path: Path) -> None:
 def test_a_store_from_before_alembic_is_adopted(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/old.db"
     engine = create_engine(url)
-    Base.metadata.create_all(engine)  # how the store made its tables before the migrations existed
+    upgrade(engine, "0001")  # the tables as `create_all` made them before the migrations existed
+    with engine.begin() as connection:
+        connection.exec_driver_sql("DROP TABLE alembic_version")
     assert "alembic_version" not in inspect(engine).get_table_names()
     engine.dispose()
-    store = open_store(url)
-    assert current(store.engine) == "0001"
+    store = open_store(url)  # stamped 0001, then upgraded
+    assert current(store.engine) == head() == "0002" and schema_diff(store.engine) == []
     record_sample_run(store)
     assert count_rows(store)["runs"] == 1
     close_store(store)
@@ -73,12 +75,12 @@ def test_db_cli_upgrades_and_reports(tmp_path: Path) -> None:
         AGENTRL + ["db", "current", "--url", url], capture_output=True, text=True, timeout=120
     )
     assert before.returncode == 0, before.stderr
-    assert "at revision (none) (head: 0001)" in before.stdout
+    assert "at revision (none) (head: 0002)" in before.stdout
     upgraded = subprocess.run(
         AGENTRL + ["db", "upgrade", "--url", url], capture_output=True, text=True, timeout=120
     )
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "at revision 0001 (head: 0001)" in upgraded.stdout
+    assert "at revision 0002 (head: 0002)" in upgraded.stdout
 
 
 # --- a real PostgreSQL -------------------------------------------------------------------------------
@@ -152,7 +154,7 @@ def test_postgres_upgrade_record_and_read_back(postgres_url: str) -> None:
         AGENTRL + ["db", "upgrade", "--url", postgres_url], capture_output=True, text=True, timeout=120
     )
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "at revision 0001 (head: 0001)" in upgraded.stdout
+    assert "at revision 0002 (head: 0002)" in upgraded.stdout
 
     store = open_store(postgres_url)
     try:

@@ -112,7 +112,8 @@ def test_click_through_to_an_episode(viewer: str) -> None:
             assert "tool call · python" in turns.nth(0).inner_text()
             assert page.locator("span.pos").count() >= 3  # positive advantages of a successful episode
             assert page.locator("b.anchor-size").first.inner_text() == "3"
-            assert "sandbox exec log" in page.locator("p.note").inner_text()
+            assert "exit_code=0" in page.locator("div.exec-log").first.inner_text()  # the env's exec log
+            assert "What is" in page.locator("#first-observation").inner_text()
             IMAGES.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(IMAGES / "viewer.png"))
 

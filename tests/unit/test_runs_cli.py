@@ -89,7 +89,11 @@ def test_export_jsonl_and_parquet(db: str, tmp_path: Path) -> None:
     )
     table = pq.read_table(tmp_path / "e.parquet")
     assert table.num_rows == 22
-    assert table.column("turns").to_pylist() == [record["turns"] for record in records]
+    # the same turns, with the free-form env info as one JSON text per turn (Parquet needs fixed structs)
+    expected = [
+        [{**turn, "info": json.dumps(turn["info"])} for turn in record["turns"]] for record in records
+    ]
+    assert table.column("turns").to_pylist() == expected
 
 
 def test_plot_writes_a_png(db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -83,7 +83,9 @@ def test_round_trip(tmp_path: Path) -> None:
         "state_key": "s2",
         "invalid": True,
         "tool_name": "python",
+        "info": {},
     }
+    assert (first["initial_state_key"], first["attempts"], first["first_observation"]) == ("s0", 1, None)
     assert loaded[2]["split"] == "eval" and loaded[2]["turns"][0]["advantage"] is None
     assert load_metrics(store, run_id) == [
         {"step": 3, "name": "reward_mean", "value": 0.75},

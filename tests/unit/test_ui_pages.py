@@ -68,7 +68,8 @@ def test_episode_page_is_a_chat_with_credit_and_anchors(client: tuple[TestClient
     assert re.search(r'advantage <span class="pos">\+0\.\d+</span>', page)
     assert 'anchor group of <b class="anchor-size">3</b>' in page
     assert len(re.findall(rf'href="/runs/{run_id}/episodes/\d+#turn-\d"', page)) >= 2
-    assert "sandbox exec log" in page  # said to be missing, not faked
+    assert 'id="first-observation"' in page and "What is" in page
+    assert re.search(r'class="meta exec-log">env info \(exec log\): exit_code=<code>0</code>', page)
     failed = episode_links(http.get(f"/runs/{run_id}/steps/1", params={"show": "failed"}).text)
     negative = http.get(failed[0]).text
     assert re.search(r'advantage <span class="neg">-\d\.\d+</span>', negative)

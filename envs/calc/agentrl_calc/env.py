@@ -223,7 +223,13 @@ class CalcEnv(Env):
         # one exec writes the file and runs it; a failed write (the agent filled /work) is then the
         # agent's own error in the observation, not an infrastructure failure
         result = self._ensure_sandbox().exec(RUN_SNIPPET, stdin=code)
-        info = {"exit_code": result.exit_code, "timed_out": result.timed_out, "oom": result.oom}
+        info = {
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "oom": result.oom,
+            "duration_s": round(result.duration_s, 4),
+            "truncated": result.truncated,
+        }
         return _Outcome(python_observation(result), 0.0, False, info)
 
     def _ensure_sandbox(self) -> DockerSandbox:
