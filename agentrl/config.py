@@ -24,6 +24,7 @@ import yaml
 from agentrl.agent.engines.base import SamplingParams
 from agentrl.agent.engines.hf import HFEngineConfig
 from agentrl.agent.rollout import RolloutConfig
+from agentrl.client import ClientConfig
 from agentrl.credit.answer import AnswerProbConfig
 from agentrl.errors import ConfigError
 from agentrl.models import ModelConfig
@@ -113,9 +114,15 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    """The env service. With no `url`, `agentrl train` starts an embedded service on 127.0.0.1."""
+    """The env service. With no `url`, `agentrl train` starts an embedded service on 127.0.0.1.
+
+    client: how the runner talks to it, e.g. `service.client.transport=ws` (one multiplexed WebSocket per
+            replica: several times the steps/s of "http" at high concurrency; with a load balancer in
+            front, list the replicas instead or keep "http", since one socket stays on one replica).
+    """
 
     url: str | None = None
+    client: ClientConfig = field(default_factory=ClientConfig)
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentrl.errors import AgentRLError, EnvNotFound, EnvPluginError, SandboxError, SessionNotFound
+from agentrl.sandbox.pool import close_shared_pools
 from agentrl.service.metrics import ServiceMetrics
 from agentrl.service.protection import BodyTooLarge, ProtectionMiddleware
-from agentrl.service.routers import envs, health, metrics, sessions
+from agentrl.service.routers import envs, health, metrics, sessions, ws
 from agentrl.service.schemas import ErrorDetail, ErrorResponse
 from agentrl.service.sessions import (
     EpisodeOver,
@@ -72,11 +73,12 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         finally:
             reaper.cancel()
             await manager.close_all()
+            await asyncio.to_thread(close_shared_pools)  # the envs' warm sandboxes go with the service
 
     app = FastAPI(title="agentrl env service", version="1", lifespan=lifespan)
     app.state.settings = settings
     app.state.metrics = service_metrics
-    for router in (health.router, envs.router, sessions.router, metrics.router):
+    for router in (health.router, envs.router, sessions.router, metrics.router, ws.router):
         app.include_router(router)
     _add_error_handlers(app, settings, service_metrics)
     app.add_middleware(

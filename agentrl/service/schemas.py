@@ -7,7 +7,7 @@ handlers convert at the boundary (`ActionModel.to_action`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,3 +84,15 @@ class ErrorDetail(_Strict):
 
 class ErrorResponse(_Strict):
     error: ErrorDetail
+
+
+class WsRequest(_Strict):
+    """One request inside a frame of the WebSocket wire (`/v1/ws`); see `agentrl.service.routers.ws`.
+
+    `body` is a `CreateSessionRequest` for "create" and a `StepRequest` for "step"; "step" and "close" name
+    their `session_id`. The reply carries the same `id`."""
+
+    id: int = Field(ge=0)
+    op: Literal["create", "step", "close"]
+    session_id: str | None = None
+    body: dict[str, Any] | None = None

@@ -111,6 +111,11 @@ class SessionManager:
 
     async def _timed_step(self, session: Session, action: Action) -> StepResult:
         started = time.perf_counter()
+        if not getattr(session.env, "blocking", True):  # microseconds, no I/O: no thread hand-off
+            try:
+                return StepResult(*session.env.step(action))
+            finally:
+                self.metrics.step_seconds.observe(time.perf_counter() - started)
         running = asyncio.ensure_future(run_in_threadpool(session.env.step, action))
         try:
             raw = await asyncio.wait_for(asyncio.shield(running), self.settings.step_timeout_s)

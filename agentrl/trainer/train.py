@@ -337,7 +337,7 @@ async def open_run(config: RunConfig, kind: str) -> AsyncIterator[RunContext]:
     async with AsyncExitStack() as stack:
         writer = stack.enter_context(StoreWriter(store))
         service_url = config.service.url or start_service(stack, config, run_dir)
-        client = await stack.enter_async_context(EnvClient(service_url))
+        client = await stack.enter_async_context(EnvClient(service_url, config=config.service.client))
         model, tokenizer = load_model(config.model)
         engine = HFEngine(model, tokenizer, config.engine)
         stack.push_async_callback(engine.aclose)

@@ -1,0 +1,250 @@
+"""WebSocket /v1/ws: the throughput wire. One socket per client carries all of its sessions.
+
+Protocol. The handshake carries the bearer token like any HTTP request (401 before the upgrade when it is
+missing or wrong). After it, every frame in either direction is a JSON list. The client sends requests
+(`schemas.WsRequest`):
+
+    {"id": 7, "op": "create", "body": {"env_id": "...", "task": {...}, "seed": 0}}
+    {"id": 8, "op": "step", "session_id": "...", "body": {"action": {...}}}
+    {"id": 9, "op": "close", "session_id": "..."}
+
+and the service answers each, in whatever order they finish, with the status and body the same request
+gets over HTTP (the error `type` names are those of `agentrl/service/app.py`, which maps them):
+
+    {"id": 7, "status": 201, "body": {...CreateSessionResponse...}}
+    {"id": 8, "status": 404, "error": {"type": "SessionNotFound", "message": "..."}}
+    {"id": 9, "status": 429, "error": {...}, "retry_after": 5}
+
+Requests run concurrently (the steps of one session are still serialised by `SessionManager`). Replies that
+finish together leave in one frame, so under load one frame carries many steps: the batching a batch
+endpoint would give, without anyone waiting for a batch to fill. A reply without a usable request id has
+`"id": null` (the frame was not JSON, or an item had no integer id).
+
+Sessions created over a socket belong to it: when the socket closes, the service closes them once their
+in-flight requests finish. A lost socket is an infrastructure failure for the sessions it carried.
+
+What this is not: a second API. There is no fork, env listing or health here (use HTTP); a frame larger
+than `max_body_bytes` is still parsed (uvicorn caps frames at 16 MiB) and each request in it gets 413.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter, WebSocket
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+from agentrl.errors import AgentRLError, SessionNotFound
+from agentrl.service.metrics import ServiceMetrics
+from agentrl.service.schemas import CreateSessionRequest, StepRequest, WsRequest
+from agentrl.service.sessions import SessionManager
+from agentrl.service.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+
+router = APIRouter()
+
+FRAME_BYTES = 256 * 1024
+"""Replies are packed into frames of about this size (a single larger reply gets a frame of its own)."""
+
+
+class InvalidWsRequest(Exception):
+    """A request on the socket is malformed (answered with 422 "InvalidRequest")."""
+
+
+@router.websocket("/v1/ws")
+async def sessions_socket(websocket: WebSocket) -> None:
+    from agentrl.service.app import RETRY_AFTER_STATUSES, error_response, status_of  # app imports us
+
+    settings: ServiceSettings = websocket.app.state.settings
+    metrics: ServiceMetrics = websocket.app.state.metrics
+    if not authorised(websocket.headers.get("authorization", ""), settings.token):
+        metrics.errors[("Unauthorized", 401)] += 1
+        message = (
+            "missing or wrong bearer token; send `Authorization: Bearer <token>` "
+            "(the client reads it from AGENTRL_SERVICE_TOKEN)"
+        )
+        denial = error_response(401, "Unauthorized", message, {"www-authenticate": "Bearer"})
+        await websocket.send_denial_response(denial)
+        return
+    await websocket.accept()
+
+    def reply_error(request_id: int | None, status: int, type_: str, message: str) -> dict[str, Any]:
+        metrics.errors[(type_, status)] += 1
+        reply: dict[str, Any] = {
+            "id": request_id,
+            "status": status,
+            "error": {"type": type_, "message": message},
+        }
+        if status in RETRY_AFTER_STATUSES:
+            reply["retry_after"] = settings.retry_after_s
+        return reply
+
+    socket = SessionSocket(websocket, websocket.app.state.sessions, settings, status_of, reply_error)
+    await socket.serve()
+
+
+def authorised(header: str, token: str | None) -> bool:
+    return token is None or hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
+
+
+class SessionSocket:
+    """One accepted socket: reads frames, runs their requests as tasks, writes the replies in frames."""
+
+    def __init__(
+        self,
+        websocket: WebSocket,
+        manager: SessionManager,
+        settings: ServiceSettings,
+        status_of: Callable[[AgentRLError], int],
+        reply_error: Callable[[int | None, int, str, str], dict[str, Any]],
+    ) -> None:
+        self.websocket = websocket
+        self.manager = manager
+        self.max_frame_bytes = settings.max_body_bytes
+        self.status_of = status_of
+        self.reply_error = reply_error
+        self.owned: set[str] = set()  # sessions created here: closed with the socket
+        self.gone = False
+        self._running: set[asyncio.Task[None]] = set()
+        self._outbox: list[str] = []
+        self._wake = asyncio.Event()
+
+    async def serve(self) -> None:
+        writer = asyncio.create_task(self._write_forever())
+        try:
+            while True:
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                self._dispatch(message.get("text") or message.get("bytes") or b"")
+        finally:
+            self.gone = True
+            writer.cancel()
+            if self._running:  # let them finish: a cancelled create would leak its env
+                await asyncio.wait(set(self._running))
+            for session_id in list(self.owned):
+                with contextlib.suppress(SessionNotFound):
+                    await self.manager.close(session_id)
+
+    def _dispatch(self, frame: str | bytes) -> None:
+        too_large = len(frame) > self.max_frame_bytes
+        try:
+            items = json.loads(frame)
+        except ValueError as exc:
+            self._send(
+                self.reply_error(None, 422, "InvalidRequest", f"invalid request: frame is not JSON: {exc}")
+            )
+            return
+        if not isinstance(items, list):
+            self._send(
+                self.reply_error(None, 422, "InvalidRequest", "invalid request: a frame is a JSON list")
+            )
+            return
+        for item in items:
+            task = asyncio.create_task(self._answer(item, too_large))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _answer(self, item: Any, too_large: bool) -> None:
+        request_id = item.get("id") if isinstance(item, dict) else None
+        request_id = request_id if isinstance(request_id, int) and not isinstance(request_id, bool) else None
+        try:
+            if too_large:
+                reply = self.reply_error(
+                    request_id,
+                    413,
+                    "RequestTooLarge",
+                    f"frame larger than the service's limit of {self.max_frame_bytes} bytes (max_body_bytes)",
+                )
+            else:
+                request = WsRequest.model_validate(item)
+                status, body = await self._run(request)
+                reply = {"id": request.id, "status": status, "body": body}
+            encoded = encode(reply)
+        except AgentRLError as exc:
+            encoded = encode(self.reply_error(request_id, self.status_of(exc), type(exc).__name__, str(exc)))
+        except ValidationError as exc:
+            problems = "; ".join(describe(error) for error in exc.errors())
+            encoded = encode(
+                self.reply_error(request_id, 422, "InvalidRequest", f"invalid request: {problems}")
+            )
+        except InvalidWsRequest as exc:
+            encoded = encode(self.reply_error(request_id, 422, "InvalidRequest", f"invalid request: {exc}"))
+        except Exception as exc:
+            log.exception("websocket request %r crashed", request_id)
+            message = f"{type(exc).__name__}: {exc}; see the service log"
+            encoded = encode(self.reply_error(request_id, 500, "InternalError", message))
+        self._outbox.append(encoded)
+        self._wake.set()
+
+    async def _run(self, request: WsRequest) -> tuple[int, Any]:
+        if request.op == "create":
+            create = CreateSessionRequest.model_validate(request.body or {})
+            start = await self.manager.create(create.env_id, create.task, create.seed)
+            if self.gone:  # the socket closed while the env was being made: nobody will use it
+                await self.manager.close(start.session_id)
+            else:
+                self.owned.add(start.session_id)
+            return 201, asdict(start)
+        session_id = required_session_id(request)
+        if request.op == "step":
+            step = StepRequest.model_validate(request.body or {})
+            result = await self.manager.step(session_id, step.action.to_action())
+            return 200, result._asdict()
+        self.owned.discard(session_id)
+        await self.manager.close(session_id)
+        return 204, None
+
+    def _send(self, reply: dict[str, Any]) -> None:
+        self._outbox.append(encode(reply))
+        self._wake.set()
+
+    async def _write_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            replies, self._outbox = self._outbox, []
+            for frame in pack_frames(replies, FRAME_BYTES):
+                await self.websocket.send_text(frame)
+
+
+def required_session_id(request: WsRequest) -> str:
+    if not request.session_id:
+        raise InvalidWsRequest(f"op {request.op!r} needs a session_id")
+    return request.session_id
+
+
+def encode(message: Any) -> str:
+    """Compact JSON; values JSON cannot hold (numpy numbers in an env's info) as pydantic would send them."""
+    return json.dumps(message, separators=(",", ":"), default=to_jsonable_python)
+
+
+def pack_frames(encoded: list[str], limit: int) -> list[str]:
+    """JSON-encoded messages packed, in order, into as few JSON-list frames of at most ~`limit` characters
+    as fit (a message longer than `limit` gets a frame of its own)."""
+    frames: list[str] = []
+    current: list[str] = []
+    size = 0
+    for message in encoded:
+        if current and size + len(message) + 1 > limit:
+            frames.append("[" + ",".join(current) + "]")
+            current, size = [], 0
+        current.append(message)
+        size += len(message) + 1
+    if current:
+        frames.append("[" + ",".join(current) + "]")
+    return frames
+
+
+def describe(error: Any) -> str:
+    where = ".".join(str(part) for part in error.get("loc", ()))
+    return f"{where}: {error.get('msg', 'invalid')}"
