@@ -20,9 +20,9 @@ import importlib.util
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -50,26 +50,71 @@ DTYPES: dict[str, torch.dtype] = {
 
 
 @dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapters through peft (rank 0: train every weight).
+
+    rank, alpha, dropout: the adapters' rank r, scaling alpha (the update is scaled by alpha / r) and
+                          dropout.
+    targets:              module names that get adapters (Llama/Qwen/Mistral attention and MLP projections).
+    adapter:              a folder of saved adapters to start from (what a LoRA run's `final/` holds).
+    """
+
+    rank: int = 0
+    alpha: int = 16
+    dropout: float = 0.0
+    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    adapter: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.rank < 0:
+            raise ConfigError(f"model.lora.rank must be >= 0, got {self.rank}")
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """Which model to load.
 
     name:     an alias from `ALIASES`, a Hugging Face hub id, or a local folder
     dtype:    parameter dtype: float32 | bfloat16 | float16
     revision: hub revision (branch, tag or commit) for hub ids; ignored for aliases
+    lora:     LoRA adapters (off by default; `model.lora.rank=16` turns them on)
     """
 
     name: str = "smollm2-135m-instruct"
     dtype: str = "float32"
     revision: str | None = None
+    lora: LoraSettings = field(default_factory=LoraSettings)
 
 
 def load_model(config: ModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The model (in eval mode, on CPU) and its tokenizer."""
+    """The model (in eval mode, on CPU) and its tokenizer; with LoRA, a peft model whose only trainable
+    weights are the adapters."""
     dtype = _torch_dtype(config.dtype)
     if config.name in ALIASES:
-        folder = cached_alias(config.name)
-        return _load_pretrained(str(folder), dtype=dtype, revision=None)
-    return _load_pretrained(config.name, dtype=dtype, revision=config.revision)
+        model, tokenizer = _load_pretrained(str(cached_alias(config.name)), dtype=dtype, revision=None)
+    else:
+        model, tokenizer = _load_pretrained(config.name, dtype=dtype, revision=config.revision)
+    return with_lora(model, config.lora), tokenizer
+
+
+def with_lora(model: PreTrainedModel, settings: LoraSettings) -> PreTrainedModel:
+    """`model` with LoRA adapters (new, or loaded from `settings.adapter`), or unchanged when rank is 0."""
+    if settings.rank == 0 and settings.adapter is None:
+        return model
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if settings.adapter is not None:
+        loaded: Any = PeftModel.from_pretrained(model, settings.adapter, is_trainable=True)
+        return cast(PreTrainedModel, loaded.eval())
+    config = LoraConfig(
+        r=settings.rank,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=list(settings.targets),
+        task_type="CAUSAL_LM",
+    )
+    wrapped: Any = get_peft_model(model, config)
+    return cast(PreTrainedModel, wrapped.eval())
 
 
 def cache_dir() -> Path:

@@ -33,6 +33,7 @@ from agentrl.client import EnvClient
 from agentrl.config import RunConfig, to_dict
 from agentrl.credit import episodes_to_batch, estimate, split_by_episode
 from agentrl.credit.metrics import credit_metrics
+from agentrl.errors import ConfigError
 from agentrl.models import load_model
 from agentrl.service.embedded import EmbeddedService
 from agentrl.store.repository import create_run, finish_run, open_store
@@ -163,8 +164,10 @@ def make_learner(config: RunConfig, parallel: DataParallel, engine_model: torch.
         policy = engine_model
     else:
         policy = distributed.shard_model(load_model(config.model)[0])
+    if parallel.world_size > 1 and (config.model.lora.rank or config.model.lora.adapter):
+        raise ConfigError("LoRA with trainer.nproc > 1 is not supported yet; use one process or full weights")
     reference = None
-    if config.loss.kl_coef > 0:
+    if config.loss.kl_coef > 0:  # the initial policy: the base weights (plus the starting adapters, if any)
         reference = load_model(config.model)[0].eval().requires_grad_(False)
     optimizer, scheduler = make_optimizer(policy, config.optim)
     return Learner(policy, optimizer, scheduler, reference, parallel)
@@ -319,7 +322,8 @@ def log_metrics(ctx: RunContext, step: int, metrics: Mapping[str, float]) -> Non
 
 
 def save_checkpoint(ctx: RunContext) -> Path:
-    """Save the trained weights and tokenizer; `model.name=<this path>` loads them again."""
+    """Save the trained weights and tokenizer; `model.name=<this path>` loads them again. With LoRA only
+    the adapters are saved: `model.lora.adapter=<this path>` (same `model.name`) loads them."""
     path = ctx.run_dir / "final"
     ctx.engine.model.save_pretrained(path)
     ctx.engine.tokenizer.save_pretrained(path)
