@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -55,12 +56,17 @@ class RolloutConfig:
     instructions:       the system prompt's opening text; None uses `prompting.DEFAULT_INSTRUCTIONS`
     infra_attempts:     plays of an episode whose earlier plays ended in an infrastructure failure
                         (1 disables re-runs)
+    seeded_sampling:    give every turn its own sampler seed, derived from (rollout seed, task, group
+                        member, attempt, turn), so rollouts are reproducible whatever the batching (the HF
+                        engine then samples each request alone: slower; for exact resume tests and
+                        debugging)
     """
 
     max_turns: int = 4
     max_context_tokens: int = 2048
     instructions: str | None = None
     infra_attempts: int = 3
+    seeded_sampling: bool = False
 
 
 async def run_episode(
@@ -72,8 +78,11 @@ async def run_episode(
     group_id: str,
     sampling: SamplingParams,
     config: RolloutConfig,
+    sampler_seed: int | None = None,
 ) -> Episode:
-    """Play one episode of `task` and return it, whatever happened to the infrastructure."""
+    """Play one episode of `task` and return it, whatever happened to the infrastructure.
+
+    With `sampler_seed`, turn t is sampled with seed `derive_seed(sampler_seed, t)`."""
     turns: list[Turn] = []
     context: list[int] = []  # every token the engine has been fed or has sampled so far
     stop_reason: StopReason = "max_turns"
@@ -100,7 +109,10 @@ async def run_episode(
 
             # 4. sample the assistant turn from the exact token context
             context.extend(pending)
-            completion = await engine.generate(context, sampling)
+            params = (
+                sampling if sampler_seed is None else replace(sampling, seed=derive_seed(sampler_seed, index))
+            )
+            completion = await engine.generate(context, params)
             context.extend(completion.token_ids)
 
             # 5. parse it and let the env answer
@@ -177,21 +189,36 @@ async def collect_rollouts(
     nonce = uuid.uuid4().hex[:8]
     with _progress_bar(progress, total=len(tasks) * group_size) as advance:
 
-        async def play(task_index: int, task: Mapping[str, Any]) -> Episode:
+        async def play(task_index: int, task: Mapping[str, Any], member: int) -> Episode:
             group_id = f"{task.get('id', task_index)}-{nonce}"
-            result = await play_with_retries(
-                lambda: run_episode(
-                    client, engine, env_id, task, episode_seed(seed, task_index), group_id, sampling, config
-                ),
-                RetryConfig(max_attempts=config.infra_attempts),
-            )
+            env_seed = episode_seed(seed, task_index)
+            attempts = iter(range(config.infra_attempts))
+
+            def attempt() -> Awaitable[Episode]:
+                number = next(attempts)
+                sampler = derive_seed(seed, task_index, member, number) if config.seeded_sampling else None
+                return run_episode(
+                    client, engine, env_id, task, env_seed, group_id, sampling, config, sampler_seed=sampler
+                )
+
+            result = await play_with_retries(attempt, RetryConfig(max_attempts=config.infra_attempts))
             advance()
             return replace(result.episode, attempts=result.attempts)
 
         # A TaskGroup cancels the other episodes (closing their sessions) if one raises a real error.
         async with asyncio.TaskGroup() as group:
-            jobs = [group.create_task(play(i, t)) for i, t in enumerate(tasks) for _ in range(group_size)]
+            jobs = [
+                group.create_task(play(i, t, member))
+                for i, t in enumerate(tasks)
+                for member in range(group_size)
+            ]
         return [job.result() for job in jobs]
+
+
+def derive_seed(*parts: int) -> int:
+    """A 31-bit seed that depends on every part (a stable hash, the same in every process)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % 2**31
 
 
 def episode_seed(seed: int, task_index: int) -> int:

@@ -220,3 +220,36 @@ def test_collect_rollouts_orders_groups_and_shares_seeds_within_a_group() -> Non
         )
     )
     assert again[0].group_id != episodes[0].group_id  # a fresh nonce per call
+
+
+class SeedRecorder(ScriptedEngine):
+    def __init__(self) -> None:
+        super().__init__([])
+        self.seeds: list[int | None] = []
+
+    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
+        self.seeds.append(params.seed)
+        return await super().generate(prompt_ids, params)
+
+
+def test_seeded_sampling_gives_each_turn_a_reproducible_seed_of_its_own() -> None:
+    tasks = [{"id": "a", "target": 3}]
+    config = RolloutConfig(max_turns=2, seeded_sampling=True)
+
+    def seeds() -> list[int | None]:
+        engine = SeedRecorder()
+        asyncio.run(
+            collect_rollouts(CounterClient(), engine, "test/Counter-v0", tasks, 2, SAMPLING, config, 5, False)
+        )
+        return sorted(engine.seeds, key=str)
+
+    first = seeds()
+    assert len(first) == 4 and None not in first and len(set(first)) == 4  # 2 members x 2 turns, all distinct
+    assert seeds() == first  # the same in another run, whatever the scheduling
+    engine = SeedRecorder()
+    asyncio.run(
+        collect_rollouts(
+            CounterClient(), engine, "test/Counter-v0", tasks, 1, SAMPLING, RolloutConfig(), 5, False
+        )
+    )
+    assert engine.seeds and set(engine.seeds) == {None}  # unseeded by default: the engine's own RNG

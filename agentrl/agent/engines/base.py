@@ -28,12 +28,16 @@ class SamplingParams:
     top_p:          nucleus sampling mass; 1.0 disables it
     max_new_tokens: the completion's token budget
     stop:           strings that end the completion once generated (the tokens completing them are kept)
+    seed:           a per-request sampler seed: the completion then depends only on the prompt, these
+                    params and the weights, not on which other requests it was batched with (engines that
+                    cannot seed rows one by one sample such a request alone); None: the engine's RNG
     """
 
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 128
     stop: tuple[str, ...] = ("</tool_call>",)
+    seed: int | None = None
 
 
 @dataclass(frozen=True)

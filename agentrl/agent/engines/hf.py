@@ -147,6 +147,8 @@ class HFEngine:
         input_ids, attention_mask = left_pad(prompts, self.pad_id)
         input_ids, attention_mask = input_ids.to(self.model.device), attention_mask.to(self.model.device)
         temperature = params.temperature if params.temperature > 0 else 1.0
+        if params.seed is not None:  # requests group by params, so a seeded request is sampled alone
+            torch.manual_seed(params.seed)
         with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=self._autocast_cpu):
             output = self.model.generate(  # type: ignore[operator]
                 input_ids=input_ids,
