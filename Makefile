@@ -37,6 +37,8 @@ lint: python
 
 test: setup lint
 	$(VENV)/bin/pytest -q
+	bash scripts/build_swebench_images.sh
+	$(VENV)/bin/agentrl swebench validate
 
 test-unit: python
 	$(VENV)/bin/pytest -q tests/unit envs -m "not docker and not slow"

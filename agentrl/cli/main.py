@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agentrl.cli import db, envs, eval, runs, sandbox, train, ui
+from agentrl.cli import db, envs, eval, runs, sandbox, swebench, train, ui
 from agentrl.errors import AgentRLError
 
 SUBCOMMANDS = {
@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "runs": runs,
     "db": db,
     "ui": ui,
+    "swebench": swebench,
 }
 
 
