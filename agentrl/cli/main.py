@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agentrl.cli import db, envs, eval, runs, sandbox, swebench, train, ui
+from agentrl.cli import db, envs, eval, runs, sandbox, serve, swebench, train, ui
 from agentrl.errors import AgentRLError
 
 SUBCOMMANDS = {
@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "db": db,
     "ui": ui,
     "swebench": swebench,
+    "serve": serve,
 }
 
 
