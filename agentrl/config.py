@@ -89,13 +89,24 @@ class TrainerConfig:
            `agentrl train` re-executes itself under torchrun; rank 0 runs the env service, the engine,
            the rollouts and the store, every rank trains on its share of the samples, and the updated
            weights are gathered into rank 0's engine after each update (`sync_s`).
+
+    checkpoint_every: save a resumable checkpoint (weights, optimiser, schedule, RNG, step) every this many
+           steps into runs/<run>/checkpoints/ (0: only the final weights); single process only for now.
+    resume: a run folder (runs/<name>) to continue from its newest checkpoint: the same run id and
+           folder, its later records deleted, the next step onwards as if never interrupted.
     """
 
     nproc: int = 1
+    checkpoint_every: int = 0
+    resume: str | None = None
 
     def __post_init__(self) -> None:
         if self.nproc < 1:
             raise ValueError(f"trainer.nproc must be >= 1, got {self.nproc}")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"trainer.checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        if self.nproc > 1 and (self.checkpoint_every or self.resume):
+            raise ValueError("resumable checkpoints are single-process for now; use trainer.nproc=1")
 
 
 @dataclass(frozen=True)

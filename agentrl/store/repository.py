@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from alembic.util import CommandError as AlembicError
-from sqlalchemy import Engine, create_engine, event, func, select
+from sqlalchemy import Engine, create_engine, delete, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
@@ -119,6 +119,20 @@ def create_run(store: Store, name: str, task: str, config: Mapping[str, Any]) ->
     with _transaction(store, f"creating run {name!r}") as session:
         session.add(Run(id=run_id, name=name, task=task, config=dict(config), status="running"))
     return run_id
+
+
+def resume_run(store: Store, run_id: str, after_step: int) -> None:
+    """Mark the run "running" again and delete what it recorded after `after_step` (its episodes, turns and
+    metrics of later steps, written before the process died), so a resumed run records each step once."""
+    with _transaction(store, f"resuming run {run_id} after step {after_step}") as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            raise StoreError(f"no run {run_id!r} in the store; resume with the store the run was recorded in")
+        later = select(EpisodeRow.id).where(EpisodeRow.run_id == run_id, EpisodeRow.step > after_step)
+        session.execute(delete(TurnRow).where(TurnRow.episode_id.in_(later)))
+        session.execute(delete(EpisodeRow).where(EpisodeRow.run_id == run_id, EpisodeRow.step > after_step))
+        session.execute(delete(MetricRow).where(MetricRow.run_id == run_id, MetricRow.step > after_step))
+        run.status, run.finished_at = "running", None
 
 
 def finish_run(store: Store, run_id: str, status: str) -> None:

@@ -8,8 +8,11 @@ broadcasts each step's samples, every rank trains on its share, and the gathered
 rank 0's engine (`sync_s`); the other ranks run `follow_updates`, the same updates without rollouts.
 `loss.kl_coef` > 0 loads a frozen reference model (the initial weights) on every rank.
 
-What this is not (yet): vLLM weight sync, async rollouts with a staleness bound, checkpoint resume. Episodes
-that ended in an infrastructure failure are stored but never trained on.
+`trainer.checkpoint_every` writes resumable checkpoints (`checkpoint.py`); `trainer.resume=runs/<run>`
+continues a killed run from its newest one.
+
+What this is not (yet): vLLM weight sync, async rollouts with a staleness bound. Episodes that ended in an
+infrastructure failure are stored but never trained on.
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ from agentrl.credit.metrics import credit_metrics
 from agentrl.errors import ConfigError
 from agentrl.models import load_model
 from agentrl.service.embedded import EmbeddedService
-from agentrl.store.repository import create_run, finish_run, open_store
+from agentrl.store.repository import create_run, finish_run, open_store, resume_run
 from agentrl.store.tensorboard import export_run_events
 from agentrl.store.writer import StoreWriter
 from agentrl.tasks import Task, load_tasks, sample_tasks
-from agentrl.trainer import distributed
+from agentrl.trainer import checkpoint, distributed
 from agentrl.trainer.answer_probs import attach_answer_probs
 from agentrl.trainer.samples import TrainSample, episode_to_sample
 from agentrl.trainer.update import DataParallel, make_optimizer, policy_update
@@ -100,11 +103,15 @@ async def train(config: RunConfig) -> tuple[EvalResult | None, EvalResult | None
 
 async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | None, EvalResult | None, str]:
     """Rank 0 (or the only process): rollouts, credit, update, sync, records."""
-    async with open_run(config, kind="train") as ctx:
-        before = await evaluate(ctx, step=0) if config.eval.before else None
+    resume = resume_point(config)
+    async with open_run(config, kind="train", resume=resume) as ctx:
+        before = await evaluate(ctx, step=0) if config.eval.before and resume is None else None
         learner = make_learner(config, parallel, ctx.engine.model)
+        if resume is not None:
+            checkpoint.load(resume[0], learner.policy, learner.optimizer, learner.scheduler)
         train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
-        for step in range(1, config.train.steps + 1):
+        first = 1 if resume is None else resume[1].step + 1
+        for step in range(first, config.train.steps + 1):
             # 1. sample this step's tasks
             tasks = sample_tasks(train_tasks, config.train.tasks_per_step, config.train.seed, step)
             # 2. rollouts: G episodes per task, batched through the engine
@@ -143,6 +150,11 @@ async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | 
                 "trained_episodes": float(len(samples)),
             }
             log_metrics(ctx, step, metrics)
+            every = config.trainer.checkpoint_every
+            if every and step % every == 0:
+                ctx.writer.flush()  # the store holds this step before the checkpoint says it is done
+                state = checkpoint.CheckpointState(step=step, run_id=ctx.run_id, weights_version=step)
+                checkpoint.save(ctx.run_dir, state, learner.policy, learner.optimizer, learner.scheduler)
         after = await evaluate(ctx, step=config.train.steps) if config.eval.after else None
         save_checkpoint(ctx)
         return before, after, str(ctx.run_dir)
@@ -331,12 +343,33 @@ def save_checkpoint(ctx: RunContext) -> Path:
     return path
 
 
+def resume_point(config: RunConfig) -> tuple[Path, checkpoint.CheckpointState] | None:
+    """The checkpoint `trainer.resume` points at (its newest), or None when not resuming."""
+    if config.trainer.resume is None:
+        return None
+    found = checkpoint.latest(Path(config.trainer.resume))
+    if found is None:
+        raise ConfigError(
+            f"trainer.resume={config.trainer.resume}: no checkpoint in its checkpoints/ folder; "
+            "runs are resumable when trained with trainer.checkpoint_every > 0"
+        )
+    return found, checkpoint.read_state(found)
+
+
 @asynccontextmanager
-async def open_run(config: RunConfig, kind: str) -> AsyncIterator[RunContext]:
-    """Open everything a run needs and close it all, in reverse order, whatever happens."""
-    run_dir = make_run_dir(config, kind)
+async def open_run(
+    config: RunConfig, kind: str, resume: tuple[Path, checkpoint.CheckpointState] | None = None
+) -> AsyncIterator[RunContext]:
+    """Open everything a run needs and close it all, in reverse order, whatever happens. Resuming reopens
+    the checkpoint's run (same id and folder) and drops what it recorded after the checkpoint."""
     store = open_store(config.store.url)
-    run_id = create_run(store, run_dir.name, config.task, to_dict(config))
+    if resume is None:
+        run_dir = make_run_dir(config, kind)
+        run_id = create_run(store, run_dir.name, config.task, to_dict(config))
+    else:
+        run_dir, run_id = resume[0].parents[1], resume[1].run_id
+        resume_run(store, run_id, after_step=resume[1].step)
+        trim_metrics_file(run_dir / "metrics.jsonl", after_step=resume[1].step)
     status = "failed"
     async with AsyncExitStack() as stack:
         writer = stack.enter_context(StoreWriter(store))
@@ -359,6 +392,13 @@ def start_service(stack: AsyncExitStack, config: RunConfig, run_dir: Path) -> st
     env_kwargs = {config.env.id: dict(config.env.kwargs)} if config.env.kwargs else {}
     service = stack.enter_context(EmbeddedService(log_path=run_dir / "service.log", env_kwargs=env_kwargs))
     return str(service.url)
+
+
+def trim_metrics_file(path: Path, after_step: int) -> None:
+    """Drop the lines of steps after `after_step` (written before a crash) from a metrics.jsonl."""
+    if path.is_file():
+        kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= after_step]
+        path.write_text("".join(line + "\n" for line in kept))
 
 
 def make_run_dir(config: RunConfig, kind: str) -> Path:

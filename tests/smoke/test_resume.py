@@ -1,0 +1,96 @@
+"""Exact resume: a run killed with SIGKILL after step 2 and resumed from its checkpoint records the same
+step 3 as a run that was never interrupted (seeded sampling, so rollouts do not depend on batching)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
+TIMINGS = ("_s",)  # wall-clock metrics differ between runs by nature
+
+
+def train_args(runs: Path, db: Path, name: str) -> list[str]:
+    return [
+        "train",
+        "--task",
+        "calc",
+        f"name={name}",
+        f"runs_dir={runs}",
+        f"store.url=sqlite:///{db}",
+        "train.steps=3",
+        "train.tasks_per_step=2",
+        "train.group_size=2",
+        "eval.before=false",
+        "eval.after=false",
+        "sampling.max_new_tokens=32",
+        "rollout.max_turns=2",
+        "rollout.seeded_sampling=true",
+        "trainer.checkpoint_every=1",
+        "optim.lr=1e-4",
+    ]
+
+
+def step_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {
+        row["step"]: {k: v for k, v in row.items() if not k.endswith(TIMINGS)}
+        for row in rows
+        if "rollout_s" in row
+    }
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_killed_run_resumes_exactly(repo_root: Path, tmp_path: Path) -> None:
+    runs, db = tmp_path / "runs", tmp_path / "store.db"
+    env = {**os.environ, "AGENTRL_DB_URL": ""}
+    straight = subprocess.run(
+        AGENTRL + train_args(runs, db, "straight"), cwd=repo_root, env=env, capture_output=True, text=True
+    )
+    assert straight.returncode == 0, straight.stderr[-3000:]
+
+    killed = subprocess.Popen(
+        AGENTRL + train_args(runs, db, "killed"),
+        cwd=repo_root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    marker = runs / "killed" / "checkpoints" / "step-000002" / "state.json"
+    deadline = time.monotonic() + 900
+    while not marker.exists() and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), "the run never wrote its step-2 checkpoint"
+    os.killpg(killed.pid, signal.SIGKILL)  # the trainer and its embedded service, mid-run
+    killed.wait()
+
+    resumed = subprocess.run(
+        AGENTRL + [*train_args(runs, db, "killed"), f"trainer.resume={runs / 'killed'}"],
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    expected, got = step_metrics(runs / "straight"), step_metrics(runs / "killed")
+    assert sorted(got) == [1, 2, 3]
+    for step in (1, 2, 3):
+        assert got[step] == pytest.approx(expected[step], rel=1e-6, abs=1e-9), step
+    with sqlite3.connect(db) as conn:
+        run_id, status = conn.execute("select id, status from runs where name = 'killed'").fetchone()
+        per_step = conn.execute(
+            "select step, count(*) from episodes where run_id = ? group by step order by step", (run_id,)
+        ).fetchall()
+    assert status == "finished"
+    assert per_step == [(1, 4), (2, 4), (3, 4)]  # every episode once, none from the killed attempt at step 3
