@@ -23,6 +23,8 @@ import yaml
 
 from agentrl.agent.engines.base import SamplingParams
 from agentrl.agent.engines.hf import HFEngineConfig
+from agentrl.agent.engines.openai import OpenAIEngineConfig
+from agentrl.agent.engines.scheduler import CachedEngineConfig
 from agentrl.agent.rollout import RolloutConfig
 from agentrl.client import ClientConfig
 from agentrl.credit.answer import AnswerProbConfig
@@ -79,6 +81,28 @@ class TrainConfig:
     tasks_per_step: int = 8
     group_size: int = 4
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Which engine samples, and the settings of each.
+
+    kind: "auto" (the cached engine for Llama-family models on CPU, else hf), "cached" (per-episode KV cache
+          across turns, shared prefixes, continuous batching; agent/engines/cached.py), "hf" (transformers
+          `generate`, batched), or "openai" (any OpenAI-compatible server: evaluation only, `agentrl eval`).
+    """
+
+    kind: str = "auto"
+    hf: HFEngineConfig = field(default_factory=HFEngineConfig)
+    cached: CachedEngineConfig = field(default_factory=CachedEngineConfig)
+    openai: OpenAIEngineConfig = field(default_factory=OpenAIEngineConfig)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ENGINE_KINDS:
+            raise ValueError(f"engine.kind {self.kind!r} is unknown; use one of {', '.join(ENGINE_KINDS)}")
+
+
+ENGINE_KINDS = ("auto", "cached", "hf", "openai")
 
 
 @dataclass(frozen=True)
@@ -153,7 +177,7 @@ class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    engine: HFEngineConfig = field(default_factory=HFEngineConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     sampling: SamplingParams = field(default_factory=SamplingParams)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     credit: CreditConfig = field(default_factory=CreditConfig)

@@ -97,6 +97,13 @@ def load_model(config: ModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenize
     return with_lora(model, config.lora), tokenizer
 
 
+def load_tokenizer(config: ModelConfig) -> PreTrainedTokenizerBase:
+    """Only the tokenizer of `config`'s model (e.g. to render prompts for a served model)."""
+    source = str(cached_alias(config.name)) if config.name in ALIASES else config.name
+    revision = None if config.name in ALIASES else config.revision
+    return AutoTokenizer.from_pretrained(source, revision=revision)  # type: ignore[no-any-return]
+
+
 def with_lora(model: PreTrainedModel, settings: LoraSettings) -> PreTrainedModel:
     """`model` with LoRA adapters (new, or loaded from `settings.adapter`), or unchanged when rank is 0."""
     if settings.rank == 0 and settings.adapter is None:

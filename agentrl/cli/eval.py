@@ -10,6 +10,9 @@ from typing import Any
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("eval", help="held-out success rate of a model on a task")
     parser.add_argument("--task", required=True, help="config name: configs/TASK.yaml")
+    parser.add_argument("--engine", choices=["auto", "cached", "hf", "openai"], help="same as engine.kind=")
+    parser.add_argument("--model", help="openai: the served model name (engine.openai.model=)")
+    parser.add_argument("--base-url", help="openai: the server's API root (engine.openai.base_url=)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. model.name=runs/RUN/final")
     parser.set_defaults(handler=run)
 
@@ -18,9 +21,19 @@ def run(args: argparse.Namespace) -> int:
     from agentrl.config import load_config
     from agentrl.trainer.train import run_eval
 
-    result = asyncio.run(run_eval(load_config(args.task, args.overrides)))
+    result = asyncio.run(run_eval(load_config(args.task, [*args.overrides, *flag_overrides(args)])))
     print(format_eval("held-out", result))
     return 0
+
+
+def flag_overrides(args: argparse.Namespace) -> list[str]:
+    """The config overrides that --engine, --model and --base-url stand for; pure."""
+    pairs = (
+        ("engine.kind", args.engine),
+        ("engine.openai.model", args.model),
+        ("engine.openai.base_url", args.base_url),
+    )
+    return [f"{key}={value}" for key, value in pairs if value]
 
 
 def format_eval(label: str, result: Any) -> str:

@@ -30,14 +30,16 @@ import torch
 import yaml
 from rich.console import Console
 
+from agentrl.agent.engines.cached import CachedEngine, make_engine
 from agentrl.agent.engines.hf import HFEngine
+from agentrl.agent.engines.openai import OpenAIEngine
 from agentrl.agent.rollout import collect_rollouts
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig, to_dict
 from agentrl.credit import episodes_to_batch, estimate, split_by_episode
 from agentrl.credit.metrics import credit_metrics
 from agentrl.errors import ConfigError
-from agentrl.models import load_model
+from agentrl.models import load_model, load_tokenizer
 from agentrl.service.embedded import EmbeddedService
 from agentrl.store.repository import create_run, finish_run, open_store, resume_run
 from agentrl.store.tensorboard import export_run_events
@@ -60,7 +62,7 @@ class RunContext:
     config: RunConfig
     run_id: str
     run_dir: Path
-    engine: HFEngine
+    engine: Any  # HFEngine | CachedEngine (with `.model`), or OpenAIEngine for evaluation
     client: EnvClient
     writer: StoreWriter
     store: Any
@@ -185,7 +187,7 @@ def make_learner(config: RunConfig, parallel: DataParallel, engine_model: torch.
     return Learner(policy, optimizer, scheduler, reference, parallel)
 
 
-def sync_engine(engine: HFEngine, learner: Learner) -> float:
+def sync_engine(engine: HFEngine | CachedEngine, learner: Learner) -> float:
     """Seconds to put the updated weights into the engine (0 in one process: they are the same module)."""
     if learner.policy is engine.model:
         return 0.0
@@ -375,8 +377,7 @@ async def open_run(
         writer = stack.enter_context(StoreWriter(store))
         service_url = config.service.url or start_service(stack, config, run_dir)
         client = await stack.enter_async_context(EnvClient(service_url, config=config.service.client))
-        model, tokenizer = load_model(config.model)
-        engine = HFEngine(model, tokenizer, config.engine)
+        engine = build_engine(config, kind)
         stack.push_async_callback(engine.aclose)
         try:
             yield RunContext(config, run_id, run_dir, engine, client, writer, store)
@@ -392,6 +393,21 @@ def start_service(stack: AsyncExitStack, config: RunConfig, run_dir: Path) -> st
     env_kwargs = {config.env.id: dict(config.env.kwargs)} if config.env.kwargs else {}
     service = stack.enter_context(EmbeddedService(log_path=run_dir / "service.log", env_kwargs=env_kwargs))
     return str(service.url)
+
+
+def build_engine(config: RunConfig, kind: str) -> Any:
+    """The configured engine (see `EngineConfig.kind`); an `openai` engine only evaluates."""
+    engines = config.engine
+    if engines.kind == "openai":
+        if kind != "eval":
+            raise ConfigError("engine.kind=openai can evaluate but not train (its server owns the weights)")
+        return OpenAIEngine(load_tokenizer(config.model), engines.openai)  # prompts are rendered here
+    model, tokenizer = load_model(config.model)
+    if engines.kind == "hf" or hasattr(model, "peft_config"):  # LoRA: the kernels read plain weights
+        return HFEngine(model, tokenizer, engines.hf)
+    if engines.kind == "cached":
+        return CachedEngine(model, tokenizer, engines.cached)
+    return make_engine(model, tokenizer, engines.cached, engines.hf)
 
 
 def trim_metrics_file(path: Path, after_step: int) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -77,3 +78,34 @@ def test_greedy_completions_match_the_in_process_engine(server: str) -> None:
     completion, exact = asyncio.run(remote())
     assert exact and completion.token_ids == local.token_ids  # type: ignore[attr-defined]
     assert completion.logprobs == pytest.approx(local.logprobs, abs=1e-4)  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_agentrl_eval_through_the_openai_engine(server: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentrl.cli.main",
+            "eval",
+            "--task",
+            "calc",
+            "--engine",
+            "openai",
+            "--model",
+            "smollm2-135m-instruct",
+            "--base-url",
+            server,
+            "eval.num_tasks=2",
+            "rollout.max_turns=2",
+            f"runs_dir={tmp_path}",
+            f"store.url=sqlite:///{tmp_path / 'store.db'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "AGENTRL_DB_URL": "", "OPENAI_API_KEY": ""},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "held-out: success" in result.stdout and "over 2 episodes" in result.stdout

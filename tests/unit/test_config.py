@@ -9,9 +9,9 @@ from agentrl.errors import ConfigError
 
 
 def test_calc_config_loads_with_typed_overrides() -> None:
-    config = load_config("calc", ["optim.lr=1e-5", "train.steps=3", "engine.autocast_bf16=true"])
+    config = load_config("calc", ["optim.lr=1e-5", "train.steps=3", "engine.hf.autocast_bf16=true"])
     assert config.optim.lr == pytest.approx(1e-5) and isinstance(config.optim.lr, float)
-    assert config.train.steps == 3 and config.engine.autocast_bf16 is True
+    assert config.train.steps == 3 and config.engine.hf.autocast_bf16 is True
 
 
 @pytest.mark.parametrize(
@@ -20,7 +20,8 @@ def test_calc_config_loads_with_typed_overrides() -> None:
         ("optim.lr=fast", "optim.lr must be float"),
         ("train.steps=2.5", "train.steps must be int"),
         ("train.stepz=2", "unknown key"),
-        ("engine.autocast_bf16=1", "must be bool"),
+        ("engine.hf.autocast_bf16=1", "must be bool"),
+        ("engine.kind=vllm", "engine.kind .vllm. is unknown"),
     ],
 )
 def test_bad_overrides_say_what_is_wrong(override: str, message: str) -> None:

@@ -1,0 +1,170 @@
+"""The cached engine: CPU-efficient sampling for multi-turn episodes, same interface as `HFEngine`.
+
+What this is: `CachedEngine.generate(prompt_ids, params)`, awaited concurrently by episode coroutines, and
+`make_engine`, which picks it for Llama-family models and `HFEngine` otherwise. The runner still passes the
+full token context every turn; the engine finds the longest cached token prefix (the episode's previous
+turn, or the prompt prefix shared with other episodes) and prefills only the new tokens. A scheduler task
+feeds requests to a `BatchScheduler` (see `scheduler.py`) and runs its steps in a worker thread, one decode
+step at a time, so sequences join and leave the batch continuously and the event loop keeps serving env I/O.
+Sampling matches `HFEngine`: temperature, top-p, top-k disabled, the global torch RNG, log-probs
+log_softmax(logits / T) of the sampled ids (T = 1 for greedy), end-of-turn/eos and stop strings end a turn.
+
+Like `HFEngine`, it samples with the very module the trainer optimises (`engine.model`): an in-place weight
+update is noticed (parameter version counters), the compute copy is rebuilt and the prefix cache emptied.
+
+What this is not: a GPU engine (use vLLM there) or a general model runner: non-Llama models are refused with
+`ModelError` (use `make_engine` to fall back to `HFEngine`). In bf16 (the default where the CPU multiplies
+bf16 natively) the sampler's log-probs differ slightly from an fp32 forward pass; the trainer recomputes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from agentrl.agent.engines import llama_kernels
+from agentrl.agent.engines.base import Completion, SamplingParams
+from agentrl.agent.engines.hf import HFEngine, HFEngineConfig
+from agentrl.agent.engines.scheduler import BatchScheduler, CachedEngineConfig, SchedulerStats
+from agentrl.agent.prompting import end_of_turn_ids
+from agentrl.errors import ModelError
+
+__all__ = ["CachedEngine", "CachedEngineConfig", "make_engine"]
+
+
+@dataclass
+class _Request:
+    prompt_ids: tuple[int, ...]
+    params: SamplingParams
+    future: asyncio.Future[Completion] = field(repr=False)
+
+
+class CachedEngine:
+    """Token-in/token-out sampling with cross-turn KV reuse and continuous batching (Llama models, CPU)."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        config: CachedEngineConfig | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config or CachedEngineConfig()
+        self.stop_ids = end_of_turn_ids(tokenizer)
+        self.scheduler = BatchScheduler(model, tokenizer, self.stop_ids, self.config)
+        self._queue: asyncio.Queue[_Request] | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+
+    @property
+    def stats(self) -> SchedulerStats:
+        return self.scheduler.stats
+
+    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
+        """One completion of `prompt_ids`, decoded alongside every other running request."""
+        queue = self._ensure_loop()
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        await queue.put(_Request(tuple(prompt_ids), params, future))
+        return await future
+
+    def generate_batch(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        """Synchronous sampling of all `prompts` together: one `Completion` per prompt, in order."""
+        self.set_eval()
+        handles = [self.scheduler.submit(prompt, params) for prompt in prompts]
+        done = self.scheduler.run_to_completion()
+        return [done[handle] for handle in handles]
+
+    def set_eval(self) -> None:
+        """Eval mode, as `HFEngine` (this engine has no dropout either way)."""
+        self.model.eval()
+
+    def close(self) -> None:
+        """Stop the scheduler task; waiting and running callers get `CancelledError`."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+        while self._queue is not None and not self._queue.empty():
+            self._queue.get_nowait().future.cancel()
+        self._loop_task, self._queue = None, None
+
+    async def aclose(self) -> None:
+        task = self._loop_task
+        self.close()
+        if task is not None and task.get_loop() is asyncio.get_running_loop():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _ensure_loop(self) -> asyncio.Queue[_Request]:
+        """The request queue, with the scheduler task running on the current event loop."""
+        loop = asyncio.get_running_loop()
+        if self._loop_task is None or self._loop_task.done() or self._loop_task.get_loop() is not loop:
+            self.scheduler.reset()
+            self._queue = asyncio.Queue()
+            self._loop_task = loop.create_task(self._run(self._queue), name="cached-engine-scheduler")
+        assert self._queue is not None
+        return self._queue
+
+    async def _run(self, queue: asyncio.Queue[_Request]) -> None:
+        """Admit what arrived, run one scheduler step in a thread, resolve finished futures; repeat."""
+        futures: dict[int, asyncio.Future[Completion]] = {}
+        try:
+            while True:
+                if not futures:
+                    self._submit(await queue.get(), futures)
+                    await asyncio.sleep(self.config.max_wait_s)  # let requests arriving together batch
+                while not queue.empty():
+                    self._submit(queue.get_nowait(), futures)
+                self._drop_cancelled(futures)
+                if not futures:
+                    continue
+                try:
+                    finished = await asyncio.to_thread(self.scheduler.step)
+                except Exception as exc:  # the callers own the failure; the scheduler must keep serving
+                    self.scheduler.reset()
+                    for future in futures.values():
+                        if not future.done():
+                            future.set_exception(exc)
+                    futures.clear()
+                    continue
+                for handle, completion in finished:
+                    waiter = futures.pop(handle, None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(completion)
+        finally:
+            self.scheduler.reset()
+            for future in futures.values():
+                future.cancel()
+
+    def _submit(self, request: _Request, futures: dict[int, asyncio.Future[Completion]]) -> None:
+        if request.future.done():
+            return
+        self.set_eval()
+        try:
+            futures[self.scheduler.submit(request.prompt_ids, request.params)] = request.future
+        except ModelError as exc:
+            request.future.set_exception(exc)
+
+    def _drop_cancelled(self, futures: dict[int, asyncio.Future[Completion]]) -> None:
+        """Stop decoding for callers that went away (e.g. an episode cancelled by its task group)."""
+        for handle in [handle for handle, future in futures.items() if future.done()]:
+            self.scheduler.cancel(handle)
+            del futures[handle]
+
+
+def make_engine(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    config: CachedEngineConfig | None = None,
+    hf_config: HFEngineConfig | None = None,
+) -> CachedEngine | HFEngine:
+    """The cached engine for Llama-family models on CPU, else `HFEngine` (GPU, or other architectures)."""
+    try:
+        llama_kernels.check_supported(model)
+    except ModelError:
+        return HFEngine(model, tokenizer, hf_config)
+    if model.device.type != "cpu":
+        return HFEngine(model, tokenizer, hf_config)
+    return CachedEngine(model, tokenizer, config)

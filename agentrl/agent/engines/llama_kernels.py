@@ -1,0 +1,301 @@
+"""A hand-written Llama forward pass over an explicit KV cache, reusing a transformers model's weights.
+
+What this is: `LlamaWeights.from_model` (the HF module's weights, QKV and gate/up fused, in the compute
+dtype), `forward` (one batched step: T new tokens per row appended at each row's own position, K/V written
+into a caller-owned cache tensor, logits for one chosen position per row) and `best_dtype` (bf16 when the
+CPU has native bf16 matmuls, else fp32). The cache is one tensor `[2, layers, rows, kv_heads, capacity,
+head_dim]`; a row's tokens occupy positions `[0, length)`, rows of different lengths are padded on the right
+and hidden by a boolean attention mask, so one decode step serves every running sequence. When every row
+starts with the same tokens (a shared prompt prefix), a decode step attends to that prefix once for the whole
+batch and merges it with each row's own part by log-sum-exp; that uses PyTorch's private CPU flash-attention
+op (`aten._scaled_dot_product_flash_attention_for_cpu`), the public SDPA returns no log-sum-exp.
+
+The math follows `transformers.models.llama.modeling_llama` step by step (RMSNorm in fp32, rotary from the
+model's own `rotary_emb`, grouped-query attention through `torch.nn.functional.scaled_dot_product_attention`,
+SiLU-gated MLP), so fp32 results agree with the HF model up to float rounding.
+
+What this is not: a general model runner. Only `model_type == "llama"` is accepted (SmolLM2 is one); there
+is no dropout (sampling never trains), no sliding window and no paged memory.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+
+from agentrl.errors import ModelError
+
+SUPPORTED_MODEL_TYPES = frozenset({"llama"})
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """One decoder layer; `qkv` is q_proj, k_proj and v_proj stacked, `gate_up` is gate_proj and up_proj."""
+
+    input_norm: torch.Tensor
+    qkv: torch.Tensor
+    qkv_bias: torch.Tensor | None
+    o_proj: torch.Tensor
+    o_bias: torch.Tensor | None
+    post_norm: torch.Tensor
+    gate_up: torch.Tensor
+    down: torch.Tensor
+
+
+@dataclass(frozen=True)
+class LlamaWeights:
+    """Everything `forward` reads, in the compute dtype, plus the shapes it needs."""
+
+    embed: torch.Tensor
+    layers: tuple[LayerWeights, ...]
+    final_norm: torch.Tensor
+    lm_head: torch.Tensor
+    rotary: torch.nn.Module
+    heads: int
+    kv_heads: int
+    head_dim: int
+    eps: float
+    dtype: torch.dtype
+
+    @staticmethod
+    def from_model(model: Any, dtype: torch.dtype) -> LlamaWeights:
+        """The weights of a `LlamaForCausalLM`, copied into fused `dtype` tensors (no autograd)."""
+        check_supported(model)
+        config = model.config
+        inner = model.model  # type: ignore[attr-defined]
+        with torch.no_grad():
+            layers = tuple(_layer_weights(layer, dtype) for layer in inner.layers)
+            head_dim = int(
+                getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+            )
+            return LlamaWeights(
+                embed=_cast(inner.embed_tokens.weight, dtype),
+                layers=layers,
+                final_norm=_cast(inner.norm.weight, dtype),
+                lm_head=_cast(model.lm_head.weight, dtype),  # type: ignore[attr-defined]
+                rotary=inner.rotary_emb,
+                heads=int(config.num_attention_heads),
+                kv_heads=int(config.num_key_value_heads),
+                head_dim=head_dim,
+                eps=float(config.rms_norm_eps),
+                dtype=dtype,
+            )
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def decode_tensors(self) -> list[torch.Tensor]:
+        """The tensors one decode step reads in full (embedding rows are gathered, so only lm_head counts)."""
+        tensors = [self.final_norm, self.lm_head]
+        for layer in self.layers:
+            tensors += [layer.input_norm, layer.qkv, layer.o_proj, layer.post_norm, layer.gate_up, layer.down]
+        return tensors
+
+
+def check_supported(model: PreTrainedModel) -> None:
+    """Raise `ModelError` unless `model` is a Llama-family causal LM this module can run."""
+    model_type = getattr(model.config, "model_type", None)
+    if model_type not in SUPPORTED_MODEL_TYPES or not hasattr(model, "model"):
+        raise ModelError(
+            f"the cached engine runs Llama-architecture models only (got model_type={model_type!r}); "
+            f"use engine kind 'hf' or build engines with make_engine(), which falls back to HFEngine"
+        )
+    if getattr(model.config, "hidden_act", "silu") != "silu" or getattr(model.config, "mlp_bias", False):
+        raise ModelError("the cached engine needs a SiLU MLP without bias; use engine kind 'hf'")
+
+
+def new_cache(weights: LlamaWeights, rows: int, capacity: int) -> torch.Tensor:
+    """[2, layers, rows, kv_heads, capacity, head_dim] zeros in the compute dtype."""
+    shape = (2, weights.num_layers, rows, weights.kv_heads, capacity, weights.head_dim)
+    return torch.zeros(shape, dtype=weights.dtype)
+
+
+def forward(
+    weights: LlamaWeights,
+    ids: torch.Tensor,
+    starts: torch.Tensor,
+    cache: torch.Tensor,
+    logits_at: torch.Tensor,
+    shared: int = 0,
+) -> torch.Tensor:
+    """[B, V] float32 logits at token `logits_at[b]` of each row, after appending `ids` to the cache.
+
+    ids:       [B, T] new tokens; row b's tokens go to positions starts[b] .. starts[b] + T - 1 (rows may be
+               right-padded: padding writes K/V past the row's real length, where nothing reads it)
+    starts:    [B] tokens already cached per row
+    cache:     [2, layers, B, kv_heads, capacity, head_dim], a view of the caller's cache; written in place
+    logits_at: [B] index in 0..T-1 of the token whose next-token logits are returned
+    shared:    leading positions holding the same tokens in every row (a shared prompt prefix); decode
+               steps (T = 1) then attend to them once for the whole batch, reading row 0's copy
+    """
+    batch, steps = ids.shape
+    positions = starts[:, None] + torch.arange(steps)[None, :]  # [B, T]
+    length = int(positions.max()) + 1
+    if length > cache.shape[4]:
+        raise ModelError(f"KV cache capacity {cache.shape[4]} is too small for position {length - 1}")
+    visible = torch.arange(length)[None, None, :] <= positions[:, :, None]  # [B, T, L]
+    hidden = F.embedding(ids, weights.embed).float()  # the residual stream stays fp32
+    cos, sin = weights.rotary(hidden, positions)
+    cos, sin = cos.to(weights.dtype)[:, None], sin.to(weights.dtype)[:, None]  # [B, 1, T, D]
+    rows = torch.arange(batch)[:, None]
+    attend = _masked(visible[:, None])
+    if steps == 1 and batch > 1 and 0 < shared <= int(starts.min()):
+        own_mask = _additive(visible[:, None, :, shared:], weights.dtype)
+        attend = functools.partial(_cascade, shared=shared, mask=own_mask)
+    for index, layer in enumerate(weights.layers):
+        normed = rms_norm(hidden, layer.input_norm, weights.eps)
+        attended = _attention(weights, layer, normed, cos, sin, cache[:, index], rows, positions, attend)
+        hidden = hidden + attended.float()
+        normed = rms_norm(hidden, layer.post_norm, weights.eps)
+        gate, up = F.linear(normed, layer.gate_up).chunk(2, dim=-1)
+        hidden = hidden + F.linear(F.silu(gate) * up, layer.down).float()
+    last = hidden[torch.arange(batch), logits_at]  # [B, H]
+    return F.linear(rms_norm(last, weights.final_norm, weights.eps), weights.lm_head).float()
+
+
+def rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """LlamaRMSNorm on an fp32 `hidden`, returned in the weight's dtype."""
+    scaled = hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * scaled.to(weight.dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def _attention(
+    weights: LlamaWeights,
+    layer: LayerWeights,
+    normed: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layer_cache: torch.Tensor,
+    rows: torch.Tensor,
+    positions: torch.Tensor,
+    attend: Attend,
+) -> torch.Tensor:
+    """[B, T, H] self-attention output; writes this step's K/V into `layer_cache` [2, B, KVH, C, D]."""
+    batch, steps, _ = normed.shape
+    heads, kv_heads, head_dim = weights.heads, weights.kv_heads, weights.head_dim
+    qkv = F.linear(normed, layer.qkv, layer.qkv_bias)
+    q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1)
+    q = q.view(batch, steps, heads, head_dim).transpose(1, 2)  # [B, Hq, T, D]
+    k = k.view(batch, steps, kv_heads, head_dim).transpose(1, 2)  # [B, KVH, T, D]
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    # Advanced indices [B, 1] and [B, T] around a slice put T before the head axis: [B, T, KVH, D].
+    layer_cache[0][rows, :, positions] = k.transpose(1, 2)
+    layer_cache[1][rows, :, positions] = v.view(batch, steps, kv_heads, head_dim)
+    length = int(positions.max()) + 1
+    keys, values = layer_cache[0, :, :, :length], layer_cache[1, :, :, :length]
+    # Grouped-query attention without copying K/V: the query heads sharing a KV head become extra query
+    # rows of that head ([B, KVH, G*T, D]); heads are ordered so head h reads KV head h // G, as in HF.
+    folded = q.reshape(batch, kv_heads, heads // kv_heads * steps, head_dim)
+    out = (
+        attend(folded, keys, values)
+        .to(q.dtype)
+        .reshape(batch, heads, steps, head_dim)
+        .transpose(1, 2)
+        .reshape(batch, steps, heads * head_dim)
+    )
+    return F.linear(out, layer.o_proj, layer.o_bias)
+
+
+Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+"""(queries [B, KVH, G*T, D], keys [B, KVH, L, D], values) -> [B, KVH, G*T, D]."""
+
+
+def _masked(visible: torch.Tensor) -> Attend:
+    """Plain attention under a boolean mask [B, 1, T, L] (repeated over the G query heads of a KV head)."""
+
+    def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        groups = queries.shape[2] // visible.shape[2]
+        mask = visible if groups == 1 or visible.shape[2] == 1 else visible.repeat(1, 1, groups, 1)
+        return F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=mask, scale=queries.shape[-1] ** -0.5
+        )
+
+    return attend
+
+
+def _cascade(
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, shared: int, mask: torch.Tensor
+):
+    """Decode attention split at `shared`: the common prefix once for all rows, then each row's own part.
+
+    The two partial softmaxes are merged with their log-sum-exps (as in FlashAttention's split-K). The prefix
+    part is one [KVH, B*G, P] product against row 0's copy of the prefix instead of B small ones.
+    mask: additive [B, 1, 1, L - shared] over the per-row part.
+    """
+    batch, kv_heads, groups, head_dim = queries.shape
+    scale = head_dim**-0.5
+    together = queries.transpose(0, 1).reshape(1, kv_heads, batch * groups, head_dim)
+    prefix_out, prefix_lse = _flash(together, keys[:1, :, :shared], values[:1, :, :shared], None, scale)
+    prefix_out = prefix_out.view(kv_heads, batch, groups, head_dim).transpose(0, 1).float()
+    prefix_lse = prefix_lse.view(kv_heads, batch, groups).transpose(0, 1)
+    own_out, own_lse = _flash(queries, keys[:, :, shared:], values[:, :, shared:], mask, scale)
+    total = torch.logaddexp(prefix_lse, own_lse)
+    weight_prefix = torch.exp(prefix_lse - total)[..., None]
+    return prefix_out * weight_prefix + own_out.float() * (1.0 - weight_prefix)
+
+
+def _flash(
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PyTorch's CPU flash attention, which also returns the log-sum-exp [B, H, Lq] (fp32) of each query."""
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        queries, keys, values, 0.0, False, attn_mask=mask, scale=scale
+    )
+    return out, lse
+
+
+def _additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask as an additive one (0 where visible, -inf elsewhere) in `dtype`."""
+    return torch.zeros(visible.shape, dtype=dtype).masked_fill(~visible, float("-inf"))
+
+
+def best_dtype() -> torch.dtype:
+    """bfloat16 when the CPU multiplies bf16 natively (AMX or AVX-512 BF16), else float32."""
+    flags = _cpu_flags()
+    native = bool(flags & {"amx_bf16", "avx512_bf16"}) if flags else False
+    if native and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+def _layer_weights(layer: Any, dtype: torch.dtype) -> LayerWeights:
+    attention, mlp = layer.self_attn, layer.mlp
+    projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+    biases = [projection.bias for projection in projections]
+    return LayerWeights(
+        input_norm=_cast(layer.input_layernorm.weight, dtype),
+        qkv=torch.cat([_cast(projection.weight, dtype) for projection in projections]),
+        qkv_bias=None if biases[0] is None else torch.cat([_cast(b, dtype) for b in biases]),
+        o_proj=_cast(attention.o_proj.weight, dtype),
+        o_bias=None if attention.o_proj.bias is None else _cast(attention.o_proj.bias, dtype),
+        post_norm=_cast(layer.post_attention_layernorm.weight, dtype),
+        gate_up=torch.cat([_cast(mlp.gate_proj.weight, dtype), _cast(mlp.up_proj.weight, dtype)]),
+        down=_cast(mlp.down_proj.weight, dtype),
+    )
+
+
+def _cast(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return tensor.detach().to(device="cpu", dtype=dtype).contiguous()

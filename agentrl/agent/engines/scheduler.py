@@ -1,0 +1,378 @@
+"""The continuous-batching core of the cached engine: synchronous, single-threaded, one step at a time.
+
+What this is: `BatchScheduler`. `submit` queues a request; each `step` (1) admits waiting requests into
+free batch rows: it copies the KV of their longest cached prefix into the row and prefills only the rest
+(requests arriving together first get their common prefix, e.g. system prompt + tools + few-shot examples,
+prefilled once), then samples their first token; (2) runs ONE batched decode step for every running row;
+(3) returns the sequences that finished (end-of-turn/eos token, stop string, or `max_new_tokens`), whose
+rows are freed at once for waiting requests. Rows are kept packed at the front of one KV tensor, each row's
+tokens at positions [0, length), so rows of different lengths decode together under a padding mask.
+Finished sequences (and admitted prompts) are stored in the `PrefixCache`, so an episode's next turn, which
+extends its previous context, prefills only the observation tokens.
+
+When the model's weights change (the trainer updated them in place: parameter version counters move), the
+compute copies are rebuilt and the prefix cache is emptied before the next admission.
+
+What this is not: thread-safe (the async engine calls it from one task, stepping in a worker thread) or a
+memory manager (the KV tensor grows to the longest row seen; `max_cached_tokens` bounds the prefix cache).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from agentrl.agent.engines import llama_kernels as kernels
+from agentrl.agent.engines.base import Completion, SamplingParams
+from agentrl.agent.engines.prefix_cache import PrefixCache, longest_common_prefix
+from agentrl.agent.engines.sampler import sample_next
+from agentrl.errors import ModelError
+
+Precision = Literal["auto", "bfloat16", "float32"]
+_CAPACITY_STEP = 128
+
+
+class InvalidPrompt(ModelError):
+    """A prompt the model cannot read: empty, or holding ids outside the vocabulary."""
+
+
+@dataclass(frozen=True)
+class CachedEngineConfig:
+    """Batching, caching and precision of the cached engine.
+
+    max_batch:         sequences decoded together; more requests wait for a free row
+    max_cached_tokens: token budget of the prefix cache (KV of past turns and shared prefixes), LRU-evicted
+    precision:         auto (bf16 when the CPU has native bf16 matmuls, else fp32) | bfloat16 | float32
+    min_shared_prefix: requests admitted together share their common prefix once it is this long
+    max_prefill_waste: padded prefill tokens allowed per real token when suffixes of different lengths are
+                       prefilled in one batch (more waste splits the batch)
+    max_wait_s:        when idle, how long the async engine gathers arriving requests before starting
+    """
+
+    max_batch: int = 32
+    max_cached_tokens: int = 32_768
+    precision: Precision = "auto"
+    min_shared_prefix: int = 16
+    max_prefill_waste: float = 0.5
+    max_wait_s: float = 0.005
+
+
+@dataclass
+class SchedulerStats:
+    """Counters since the scheduler was created (tests and the benchmark read them)."""
+
+    prefilled_tokens: int = 0
+    reused_tokens: int = 0
+    decode_steps: int = 0
+    sampled_tokens: int = 0
+
+
+@dataclass
+class _Sequence:
+    handle: int
+    prompt: tuple[int, ...]
+    params: SamplingParams
+    length: int = 0  # tokens whose K/V sit in the batch cache
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    generator: torch.Generator | None = None  # the request's own RNG when its params carry a seed
+
+    def __post_init__(self) -> None:
+        if self.params.seed is not None and self.generator is None:
+            self.generator = torch.Generator().manual_seed(self.params.seed)
+
+
+class BatchScheduler:
+    """Continuous batching over a Llama model with a cross-turn prefix cache (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        stop_ids: frozenset[int],
+        config: CachedEngineConfig,
+    ) -> None:
+        kernels.check_supported(model)
+        self.model, self.tokenizer, self.stop_ids, self.config = model, tokenizer, stop_ids, config
+        self.dtype = resolve_precision(config.precision)
+        self.prefix_cache = PrefixCache(config.max_cached_tokens)
+        self.stats = SchedulerStats()
+        self.vocab_size = int(model.config.vocab_size)
+        self._weights: kernels.LlamaWeights | None = None
+        self._weights_version = -1
+        self._kv: torch.Tensor | None = None
+        self._running: list[_Sequence] = []
+        self._waiting: list[_Sequence] = []
+        self._next_handle = 0
+        self._shared_members: tuple[int, ...] = ()
+        self._shared = 0
+        self._lock = threading.Lock()  # a cancelled async caller may reset while a step still runs
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._running or self._waiting)
+
+    @property
+    def weights(self) -> kernels.LlamaWeights:
+        """The compute copy of the model's weights, rebuilt (and the prefix cache emptied) after updates."""
+        version = weights_version(self.model)
+        if self._weights is None or version != self._weights_version:
+            with torch.inference_mode():
+                self._weights = kernels.LlamaWeights.from_model(self.model, self.dtype)
+            self._weights_version = version
+            self.prefix_cache.clear()
+        return self._weights
+
+    def submit(self, prompt: Sequence[int], params: SamplingParams) -> int:
+        """Queue one request; returns its handle. Raises `InvalidPrompt` for unreadable prompts."""
+        ids = tuple(int(token) for token in prompt)
+        if not ids or min(ids) < 0 or max(ids) >= self.vocab_size:
+            raise InvalidPrompt(
+                f"prompt ids must be non-empty and within [0, {self.vocab_size}); got {ids[:8]}..."
+            )
+        if params.max_new_tokens < 1:
+            raise InvalidPrompt("max_new_tokens must be at least 1")
+        with self._lock:
+            self._next_handle += 1
+            self._waiting.append(_Sequence(self._next_handle, ids, params))
+            return self._next_handle
+
+    def cancel(self, handle: int) -> None:
+        """Forget a request (waiting or running); its row is freed."""
+        with self._lock, torch.inference_mode():
+            self._waiting = [sequence for sequence in self._waiting if sequence.handle != handle]
+            self._free_rows([row for row, sequence in enumerate(self._running) if sequence.handle == handle])
+
+    def reset(self) -> None:
+        """Drop every request and the batch KV (the prefix cache is kept)."""
+        with self._lock:
+            self._running, self._waiting, self._kv = [], [], None
+
+    def step(self) -> list[tuple[int, Completion]]:
+        """Admit waiting requests, decode one token for every running row; the requests that finished."""
+        with self._lock, torch.inference_mode():
+            finished = self._admit()
+            if self._running:
+                finished += self._decode()
+        return finished
+
+    def run_to_completion(self) -> dict[int, Completion]:
+        """Step until no request is left (the synchronous path of `generate_batch`)."""
+        done: dict[int, Completion] = {}
+        while self.busy:
+            done.update(self.step())
+        return done
+
+    # -- admission: prefix reuse and prefill -------------------------------------------------------------
+
+    def _admit(self) -> list[tuple[int, Completion]]:
+        free = self.config.max_batch - len(self._running)
+        admitted, self._waiting = self._waiting[:free], self._waiting[free:]
+        if not admitted:
+            return []
+        weights = self.weights
+        self._share_common_prefix(weights, [sequence.prompt for sequence in admitted])
+        reuse = [self._copy_plan(sequence) for sequence in admitted]
+        order = sorted(range(len(admitted)), key=lambda i: len(admitted[i].prompt) - reuse[i][1])
+        admitted = [admitted[i] for i in order]
+        reuse = [reuse[i] for i in order]
+        suffixes = [
+            len(sequence.prompt) - cached for sequence, (_, cached) in zip(admitted, reuse, strict=True)
+        ]
+        groups = prefill_groups(suffixes, self.config.max_prefill_waste)
+        need = max(len(s.prompt) + s.params.max_new_tokens for s in admitted)
+        for start, stop in groups:  # a padded prefill writes up to cached + the group's widest suffix
+            need = max(need, max(cached for _, cached in reuse[start:stop]) + max(suffixes[start:stop]))
+        first_row = len(self._running)
+        self._ensure_kv(weights, first_row + len(admitted), need)
+        assert self._kv is not None
+        for offset, (sequence, (entry_kv, cached)) in enumerate(zip(admitted, reuse, strict=True)):
+            if entry_kv is not None:
+                self._kv[:, :, first_row + offset, :, :cached] = entry_kv[:, :, :, :cached]
+            sequence.length = cached
+            self.stats.reused_tokens += cached
+        self._running.extend(admitted)
+        finished_rows: list[int] = []
+        for start, stop in groups:
+            rows = range(first_row + start, first_row + stop)
+            finished_rows += self._prefill(weights, list(rows))
+        return self._finish(finished_rows)
+
+    def _copy_plan(self, sequence: _Sequence) -> tuple[torch.Tensor | None, int]:
+        """The KV to copy into the row and how many tokens it covers (at least one is left to prefill)."""
+        match = self.prefix_cache.match(sequence.prompt, limit=len(sequence.prompt) - 1)
+        return (None, 0) if match is None else (match.entry.kv, match.length)
+
+    def _share_common_prefix(self, weights: kernels.LlamaWeights, prompts: list[tuple[int, ...]]) -> None:
+        """Prefill the prefix all `prompts` share once, into the prefix cache, unless it is mostly cached."""
+        if len(prompts) < 2:
+            return
+        common = min(longest_common_prefix(prompts), min(len(prompt) for prompt in prompts) - 1)
+        match = self.prefix_cache.match(prompts[0][:common])
+        cached = 0 if match is None else match.length
+        if common - cached < self.config.min_shared_prefix:
+            return
+        kv = kernels.new_cache(weights, rows=1, capacity=common)
+        if match is not None:
+            kv[:, :, 0, :, :cached] = match.entry.kv[:, :, :, :cached]
+        ids = torch.tensor([prompts[0][cached:common]])
+        kernels.forward(weights, ids, torch.tensor([cached]), kv, torch.tensor([common - cached - 1]))
+        self.stats.prefilled_tokens += common - cached
+        self.stats.reused_tokens += cached
+        self.prefix_cache.insert(prompts[0][:common], kv[:, :, 0])
+
+    def _prefill(self, weights: kernels.LlamaWeights, rows: list[int]) -> list[int]:
+        """Prefill the uncached suffix of `rows` (consecutive) in one padded batch; sample first tokens."""
+        assert self._kv is not None
+        sequences = [self._running[row] for row in rows]
+        suffixes = [sequence.prompt[sequence.length :] for sequence in sequences]
+        width = max(len(suffix) for suffix in suffixes)
+        ids = torch.zeros((len(rows), width), dtype=torch.long)
+        for index, suffix in enumerate(suffixes):
+            ids[index, : len(suffix)] = torch.tensor(suffix)
+        starts = torch.tensor([sequence.length for sequence in sequences])
+        last = torch.tensor([len(suffix) - 1 for suffix in suffixes])
+        logits = kernels.forward(weights, ids, starts, self._kv[:, :, rows[0] : rows[-1] + 1], last)
+        for row, sequence, suffix in zip(rows, sequences, suffixes, strict=True):
+            sequence.length = len(sequence.prompt)
+            self.stats.prefilled_tokens += len(suffix)
+            self._remember(sequence.prompt, row, sequence.length)
+        done = self._sample(sequences, logits)
+        return [row for row, finished in zip(rows, done, strict=True) if finished]
+
+    # -- decoding and finishing ---------------------------------------------------------------------------
+
+    def _decode(self) -> list[tuple[int, Completion]]:
+        """One batched decode step: feed every running row its last sampled token, sample the next."""
+        assert self._kv is not None
+        count = len(self._running)
+        ids = torch.tensor([[sequence.tokens[-1]] for sequence in self._running])
+        starts = torch.tensor([sequence.length for sequence in self._running])
+        zeros = torch.zeros(count, dtype=torch.long)
+        logits = kernels.forward(
+            self.weights, ids, starts, self._kv[:, :, :count], zeros, self._shared_prefix()
+        )
+        self.stats.decode_steps += 1
+        for sequence in self._running:
+            sequence.length += 1
+        done = self._sample(self._running, logits)
+        return self._finish([row for row, finished in enumerate(done) if finished])
+
+    def _shared_prefix(self) -> int:
+        """Leading prompt tokens every running row shares (0 below `min_shared_prefix`); cached per batch."""
+        members = tuple(sequence.handle for sequence in self._running)
+        if members != self._shared_members:
+            shared = longest_common_prefix([sequence.prompt for sequence in self._running])
+            self._shared_members = members
+            self._shared = shared if shared >= self.config.min_shared_prefix else 0
+        return self._shared
+
+    def _sample(self, sequences: list[_Sequence], logits: torch.Tensor) -> list[bool]:
+        """Sample each sequence's next token from its row of `logits` [B, V]; which sequences are done."""
+        temperatures = torch.tensor([sequence.params.temperature for sequence in sequences])
+        top_ps = torch.tensor([sequence.params.top_p for sequence in sequences])
+        generators = [sequence.generator for sequence in sequences]
+        tokens, logprobs = sample_next(logits, temperatures, top_ps, generators)
+        for sequence, token, logprob in zip(sequences, tokens.tolist(), logprobs.tolist(), strict=True):
+            sequence.tokens.append(int(token))
+            sequence.logprobs.append(float(logprob))
+        self.stats.sampled_tokens += len(sequences)
+        return [self._done(sequence) for sequence in sequences]
+
+    def _done(self, sequence: _Sequence) -> bool:
+        if sequence.tokens[-1] in self.stop_ids or len(sequence.tokens) >= sequence.params.max_new_tokens:
+            return True
+        return self._hit_stop_string(sequence)
+
+    def _hit_stop_string(self, sequence: _Sequence) -> bool:
+        stop = sequence.params.stop
+        if not stop:
+            return False
+        window = max(len(string) for string in stop) + 8  # tokens; every token decodes to >= 1 character
+        tail = str(self.tokenizer.decode(sequence.tokens[-window:], skip_special_tokens=False))
+        return any(string in tail for string in stop)
+
+    def _finish(self, rows: list[int]) -> list[tuple[int, Completion]]:
+        """Completions of the finished `rows`; their KV goes to the prefix cache and their rows are freed."""
+        results = []
+        for row in rows:
+            sequence = self._running[row]
+            self._remember((*sequence.prompt, *sequence.tokens[:-1]), row, sequence.length)
+            results.append((sequence.handle, self._completion(sequence)))
+        self._free_rows(rows)
+        return results
+
+    def _completion(self, sequence: _Sequence) -> Completion:
+        tokens = sequence.tokens
+        ended_turn = tokens[-1] in self.stop_ids
+        stopped = ended_turn or self._hit_stop_string(sequence)
+        return Completion(
+            token_ids=tuple(tokens),
+            logprobs=tuple(sequence.logprobs),
+            text=str(self.tokenizer.decode(tokens, skip_special_tokens=True)),
+            finish_reason="stop" if stopped else "length",
+            ended_turn=ended_turn,
+        )
+
+    def _remember(self, tokens: tuple[int, ...], row: int, length: int) -> None:
+        """Store row `row`'s first `length` KV positions as the prefix-cache entry of `tokens`."""
+        assert self._kv is not None and len(tokens) == length
+        self.prefix_cache.insert(tokens, self._kv[:, :, row, :, :length].clone())
+
+    def _free_rows(self, rows: list[int]) -> None:
+        """Remove rows, moving the last running row into each hole so rows stay packed."""
+        for row in sorted(rows, reverse=True):
+            last = len(self._running) - 1
+            if row != last:
+                assert self._kv is not None
+                moved = self._running[last]
+                self._kv[:, :, row, :, : moved.length] = self._kv[:, :, last, :, : moved.length]
+                self._running[row] = moved
+            self._running.pop()
+
+    def _ensure_kv(self, weights: kernels.LlamaWeights, rows: int, capacity: int) -> None:
+        """Grow the batch KV tensor to at least `rows` x `capacity`, keeping the running rows' contents."""
+        current = self._kv
+        if current is not None and current.shape[2] >= rows and current.shape[4] >= capacity:
+            return
+        rows = max(rows, self.config.max_batch)
+        capacity = -(-capacity // _CAPACITY_STEP) * _CAPACITY_STEP
+        if current is not None:
+            capacity = max(capacity, current.shape[4])
+        grown = kernels.new_cache(weights, rows, capacity)
+        if current is not None and self._running:
+            longest = max(sequence.length for sequence in self._running)
+            kept = len(self._running)
+            grown[:, :, :kept, :, :longest] = current[:, :, :kept, :, :longest]
+        self._kv = grown
+
+
+def prefill_groups(suffix_lengths: Sequence[int], max_waste: float) -> list[tuple[int, int]]:
+    """[start, stop) runs of ascending `suffix_lengths` prefilled together: padding <= max_waste * real."""
+    groups: list[tuple[int, int]] = []
+    start = 0
+    for stop in range(1, len(suffix_lengths) + 1):
+        if stop < len(suffix_lengths):
+            members = suffix_lengths[start : stop + 1]
+            padded = max(members) * len(members)
+            if padded - sum(members) <= max_waste * sum(members):
+                continue
+        groups.append((start, stop))
+        start = stop
+    return groups
+
+
+def weights_version(model: torch.nn.Module) -> int:
+    """Sum of the parameters' version counters: it moves whenever any parameter is modified in place."""
+    return sum(int(parameter._version) for parameter in model.parameters())
+
+
+def resolve_precision(precision: Precision) -> torch.dtype:
+    if precision == "auto":
+        return kernels.best_dtype()
+    return torch.bfloat16 if precision == "bfloat16" else torch.float32

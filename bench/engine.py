@@ -1,0 +1,251 @@
+"""Benchmark: the cached engine against transformers `generate` on multi-turn episodes, as ONE JSON object.
+
+    .venv/bin/python bench/engine.py            # 32 episodes x 4 turns, 200-token shared prefix, 30-token
+                                                # observations, 48 sampled tokens per turn (a few minutes)
+    .venv/bin/python bench/engine.py --quick    # a much smaller workload (< 60 s); exits 1 unless greedy
+                                                # decoding is token-identical and the engine is faster
+
+Keys:
+- `naive_tokens_per_s`: sampled tokens per second of `HFEngine` in fp32 (transformers `generate`, every
+  turn re-prefilling the whole context, requests batched per turn), measured in the same run;
+- `engine_tokens_per_s`: the same workload through `CachedEngine` (precision `auto`); `speedup` their ratio;
+- `greedy_identical`: a small greedy multi-turn workload gives identical tokens through both (fp32);
+- `prefill_gflops`: the engine kernel's prefill throughput (4 rows x 128 tokens, matmul and attention FLOPs);
+- `matmul_peak_gflops`: `torch.matmul` of 2048 x 2048 in the engine's dtype, best of a few;
+- `decode_step_ms_batch32`: one engine decode step for 32 rows at `decode_context_tokens` of context, the
+  first `prefix` tokens shared by all rows (as in the workload), so attended to once for the batch;
+- `weights_read_ms`: reading every weight a decode step reads once (a timed sum over those tensors);
+  `decode_matmul_floor_ms`: the decode step's matmul FLOPs at `matmul_peak_gflops`, its compute floor;
+- `logprob_mismatch`: mean |engine log-prob - fp32 full-forward log-prob| over the sampled tokens of a few
+  engine episodes (temperature 1, so these are the sampler's log-probs);
+- `load_avg_1m` at the start and `threads`: the machine is shared, so read every figure next to them.
+
+What this is not: a test of sampling quality. Tokens are counted as sampled (an episode whose turn ends
+early on end-of-turn samples fewer); prompts are synthetic token sequences with the demo's shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from agentrl.agent.engines import llama_kernels as kernels
+from agentrl.agent.engines.base import Engine, SamplingParams
+from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
+from agentrl.agent.engines.hf import HFEngine, HFEngineConfig
+from agentrl.models import ModelConfig, load_model
+
+FILLER = (
+    "You are an agent that solves the user's task by calling tools, one step at a time. You can call "
+    "these tools, described as JSON schemas: python runs code and prints its output; submit answers. "
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Episodes x turns; token counts of the shared prefix, each question, each observation, each turn."""
+
+    episodes: int
+    turns: int
+    prefix: int
+    question: int
+    observation: int
+    new_tokens: int
+
+
+FULL = Workload(episodes=32, turns=4, prefix=200, question=20, observation=30, new_tokens=48)
+QUICK = Workload(episodes=6, turns=2, prefix=160, question=12, observation=30, new_tokens=12)
+GREEDY = Workload(episodes=3, turns=2, prefix=64, question=10, observation=20, new_tokens=10)
+
+
+@dataclass
+class Trace:
+    """One episode as played: its context and, for each sampled token, its position and log-prob."""
+
+    context: list[int]
+    sampled: list[tuple[int, float]] = field(default_factory=list)
+
+
+def exact_tokens(tokenizer: PreTrainedTokenizerBase, text: str, count: int) -> list[int]:
+    """`count` token ids of `text` followed by as much filler as needed."""
+    ids = list(tokenizer.encode(text, add_special_tokens=False))
+    filler = list(tokenizer.encode(FILLER, add_special_tokens=False))
+    while len(ids) < count:
+        ids += filler
+    return ids[:count]
+
+
+def episode_inputs(
+    tokenizer: PreTrainedTokenizerBase, workload: Workload
+) -> list[tuple[list[int], list[list[int]]]]:
+    """Per episode: the first prompt (shared prefix + its question) and the observation of each later turn."""
+    prefix = exact_tokens(tokenizer, FILLER, workload.prefix)
+    episodes = []
+    for episode in range(workload.episodes):
+        question = exact_tokens(
+            tokenizer, f"Question {episode}: what is {episode} * {episode + 3}? ", workload.question
+        )
+        observations = [
+            exact_tokens(
+                tokenizer, f"\nTool result {episode}.{turn}: {episode * (turn + 7)}\n", workload.observation
+            )
+            for turn in range(1, workload.turns)
+        ]
+        episodes.append((prefix + question, observations))
+    return episodes
+
+
+async def play(
+    engine: Engine, prompt: list[int], observations: list[list[int]], params: SamplingParams
+) -> Trace:
+    """The runner's loop without an env: generate, append the completion and the next observation."""
+    trace = Trace(context=list(prompt))
+    for turn in range(len(observations) + 1):
+        completion = await engine.generate(trace.context, params)
+        start = len(trace.context)
+        trace.sampled += [(start + i, lp) for i, lp in enumerate(completion.logprobs)]
+        trace.context += completion.token_ids
+        if turn < len(observations):
+            trace.context += observations[turn]
+    return trace
+
+
+def run_workload(engine: Any, tokenizer: PreTrainedTokenizerBase, workload: Workload, params: SamplingParams):
+    """(traces, wall seconds) of all episodes played concurrently through `engine`."""
+
+    async def main() -> list[Trace]:
+        try:
+            inputs = episode_inputs(tokenizer, workload)
+            return list(await asyncio.gather(*(play(engine, p, obs, params) for p, obs in inputs)))
+        finally:
+            await engine.aclose()
+
+    start = time.perf_counter()
+    traces = asyncio.run(main())
+    return traces, time.perf_counter() - start
+
+
+def sampled_count(traces: Sequence[Trace]) -> int:
+    return sum(len(trace.sampled) for trace in traces)
+
+
+def greedy_identical(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Greedy multi-turn episodes give the same tokens through the cached engine (fp32) and HFEngine."""
+    params = SamplingParams(temperature=0.0, max_new_tokens=GREEDY.new_tokens, stop=())
+    cached = CachedEngine(model, tokenizer, CachedEngineConfig(precision="float32"))
+    naive = HFEngine(model, tokenizer, HFEngineConfig(max_batch=GREEDY.episodes))
+    first, _ = run_workload(cached, tokenizer, GREEDY, params)
+    second, _ = run_workload(naive, tokenizer, GREEDY, params)
+    return [t.context for t in first] == [t.context for t in second]
+
+
+def logprob_mismatch(model: PreTrainedModel, traces: Sequence[Trace], episodes: int = 4) -> float:
+    """Mean |sampler log-prob - fp32 full-forward log-prob| over the sampled tokens of the first episodes."""
+    errors: list[float] = []
+    with torch.inference_mode():
+        for trace in traces[:episodes]:
+            logits = model(torch.tensor([trace.context])).logits[0].float()
+            logprobs = torch.log_softmax(logits, dim=-1)
+            errors += [abs(float(logprobs[pos - 1, trace.context[pos]]) - lp) for pos, lp in trace.sampled]
+    return statistics.fmean(errors) if errors else 0.0
+
+
+def timed(function: Callable[[], object], repeats: int) -> float:
+    """Median seconds of `repeats` calls after one warm-up call."""
+    function()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def kernel_figures(weights: kernels.LlamaWeights, decode_context: int, shared: int) -> dict[str, float]:
+    """prefill_gflops, matmul_peak_gflops, decode_step_ms_batch32 and weights_read_ms."""
+    dtype = weights.dtype
+    with torch.inference_mode():
+        rows, steps = 4, 128
+        cache = kernels.new_cache(weights, rows=32, capacity=decode_context + 8)
+        ids = torch.randint(0, weights.lm_head.shape[0], (rows, steps))
+        starts, last = torch.zeros(rows, dtype=torch.long), torch.full((rows,), steps - 1)
+        prefill_s = timed(lambda: kernels.forward(weights, ids, starts, cache[:, :, :rows], last), 3)
+        layer_params = sum(
+            t.numel()
+            for layer in weights.layers
+            for t in (layer.qkv, layer.o_proj, layer.gate_up, layer.down)
+        )
+        attention = 4 * weights.heads * weights.head_dim * rows * steps * (steps + 1) / 2 * weights.num_layers
+        flops = 2 * layer_params * rows * steps + attention + 2 * weights.lm_head.numel() * rows
+        square = torch.randn(2048, 2048, dtype=dtype)
+        peak = 2 * 2048**3 / min(timed(lambda: torch.matmul(square, square), 3) for _ in range(2))
+        decode_ids = torch.randint(0, 1000, (32, 1))
+        decode_starts = torch.full((32,), decode_context)
+        zeros = torch.zeros(32, dtype=torch.long)
+        decode_s = timed(lambda: kernels.forward(weights, decode_ids, decode_starts, cache, zeros, shared), 5)
+        tensors = weights.decode_tensors()
+        read_s = timed(lambda: [tensor.sum() for tensor in tensors], 5)
+    return {
+        "prefill_gflops": flops / prefill_s / 1e9,
+        "matmul_peak_gflops": peak / 1e9,
+        "decode_step_ms_batch32": decode_s * 1e3,
+        "decode_context_tokens": decode_context,
+        "weights_read_ms": read_s * 1e3,
+        "decode_matmul_floor_ms": 2 * (layer_params + weights.lm_head.numel()) * 32 / peak * 1e3,
+        "weights_mb": sum(t.numel() * t.element_size() for t in tensors) / 1e6,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small workload; exit 1 on a failed check")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    workload = QUICK if args.quick else FULL
+    result: dict[str, Any] = {"mode": "quick" if args.quick else "full", "load_avg_1m": os.getloadavg()[0]}
+    model, tokenizer = load_model(ModelConfig())
+    torch.manual_seed(0)
+    result["greedy_identical"] = greedy_identical(model, tokenizer)
+
+    params = SamplingParams(temperature=1.0, max_new_tokens=workload.new_tokens, stop=())
+    naive = HFEngine(model, tokenizer, HFEngineConfig(max_batch=workload.episodes))
+    naive_traces, naive_s = run_workload(naive, tokenizer, workload, params)
+    engine = CachedEngine(model, tokenizer, CachedEngineConfig(max_batch=max(32, workload.episodes)))
+    engine_traces, engine_s = run_workload(engine, tokenizer, workload, params)
+
+    result["naive_tokens_per_s"] = sampled_count(naive_traces) / naive_s
+    result["engine_tokens_per_s"] = sampled_count(engine_traces) / engine_s
+    result["speedup"] = result["engine_tokens_per_s"] / result["naive_tokens_per_s"]
+    result["naive_s"], result["engine_s"] = naive_s, engine_s
+    result["precision"] = str(engine.scheduler.dtype).removeprefix("torch.")
+    result["engine_stats"] = asdict(engine.stats)
+    result["logprob_mismatch"] = logprob_mismatch(model, engine_traces)
+    decode_context = (
+        workload.prefix
+        + workload.question
+        + (workload.turns - 1) * (workload.new_tokens + workload.observation)
+    )
+    result.update(kernel_figures(engine.scheduler.weights, decode_context, shared=workload.prefix))
+    result["decode_vs_weights_read"] = result["decode_step_ms_batch32"] / result["weights_read_ms"]
+    result["threads"] = torch.get_num_threads()
+    result["workload"] = asdict(workload)
+    result["ok"] = bool(result["greedy_identical"] and result["speedup"] > 1.0)
+    print(json.dumps(result))
+    return 0 if result["ok"] or not args.quick else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""CachedEngine on the real SmolLM2-135M (slow: it loads the model): greedy tokens identical to HFEngine over
+two turns in fp32, turn two prefilling only the new tokens, sampler log-probs against an fp32 forward pass
+(fp32 and bf16), requests arriving at different times, and the "</tool_call>" stop string.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from agentrl.agent.engines.base import Completion, SamplingParams
+from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
+from agentrl.agent.engines.hf import HFEngine
+from agentrl.agent.prompting import render_first_prompt, render_observation_delta
+from agentrl.env.core import tool_spec
+from agentrl.models import ModelConfig, load_model
+
+pytestmark = pytest.mark.slow
+
+TOOLS = [tool_spec("python", "Run Python code and see its output.", {"code": {"type": "string"}})]
+EXAMPLES: list[dict[str, Any]] = [
+    {"role": "user", "content": "What is 2+2?"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"name": "python", "arguments": {"code": "print(2+2)"}}],
+    },
+    {"role": "tool", "content": "4"},
+    {"role": "assistant", "content": "", "tool_calls": [{"name": "submit", "arguments": {"answer": "4"}}]},
+]
+QUESTIONS = ["What is 3+5?", "What is 7*6?", "What is 10-4?"]
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
+# bf16 weights and activations shift log-probs by about 0.02 on average for this model; fp32 by ~1e-5.
+FP32_TOLERANCE, BF16_MEAN_TOLERANCE = 1e-3, 0.1
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    return load_model(ModelConfig())
+
+
+def first_prompts(tokenizer: PreTrainedTokenizerBase) -> list[list[int]]:
+    return [render_first_prompt(tokenizer, TOOLS, EXAMPLES, question) for question in QUESTIONS]
+
+
+def forward_logprobs(model: PreTrainedModel, prompt: Sequence[int], completion: Completion) -> torch.Tensor:
+    """[C] fp32 log-probs (temperature 1) of the completion from one forward pass over prompt + completion."""
+    ids = torch.tensor([[*prompt, *completion.token_ids]])
+    with torch.inference_mode():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+    return torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(completion.token_ids)[:, None]).squeeze(1)
+
+
+def test_two_greedy_turns_match_hf_token_for_token_and_reuse_the_cache(smollm2) -> None:
+    model, tokenizer = smollm2
+    engine = CachedEngine(model, tokenizer, CachedEngineConfig(precision="float32"))
+    naive = HFEngine(model, tokenizer)
+    prompts = first_prompts(tokenizer)
+    first = engine.generate_batch(prompts, GREEDY)
+    assert [c.token_ids for c in first] == [c.token_ids for c in naive.generate_batch(prompts, GREEDY)]
+
+    deltas = [render_observation_delta(tokenizer, "8", c.ended_turn) for c in first]
+    second_prompts = [[*p, *c.token_ids, *d] for p, c, d in zip(prompts, first, deltas, strict=True)]
+    before = engine.stats.prefilled_tokens
+    second = engine.generate_batch(second_prompts, GREEDY)
+    # (b) only the new tokens are prefilled: the last sampled token of turn one plus the observation delta
+    assert engine.stats.prefilled_tokens - before == sum(1 + len(d) for d in deltas)
+    # (a) identical tokens to transformers generate re-prefilling the whole context
+    assert [c.token_ids for c in second] == [
+        c.token_ids for c in naive.generate_batch(second_prompts, GREEDY)
+    ]
+    for prompt, completion in zip(second_prompts, second, strict=True):
+        assert torch.allclose(
+            torch.tensor(completion.logprobs),
+            forward_logprobs(model, prompt, completion),
+            atol=FP32_TOLERANCE,
+        )
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_sampled_logprobs_match_an_fp32_forward_pass(smollm2, precision: str) -> None:
+    model, tokenizer = smollm2
+    engine = CachedEngine(model, tokenizer, CachedEngineConfig(precision=precision))  # type: ignore[arg-type]
+    prompts = first_prompts(tokenizer)
+    torch.manual_seed(0)
+    completions = engine.generate_batch(prompts, SamplingParams(temperature=1.0, max_new_tokens=24))
+    errors = torch.cat(
+        [
+            (torch.tensor(c.logprobs) - forward_logprobs(model, p, c)).abs()
+            for p, c in zip(prompts, completions, strict=True)
+        ]
+    )
+    if precision == "float32":
+        assert float(errors.max()) < FP32_TOLERANCE
+    else:
+        assert float(errors.mean()) < BF16_MEAN_TOLERANCE
+
+
+def test_requests_arriving_at_different_times_complete_like_alone_and_stop_at_tool_call_end(smollm2) -> None:
+    model, tokenizer = smollm2
+    engine = CachedEngine(model, tokenizer, CachedEngineConfig(precision="float32"))
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "print(3+5)"}}\n'
+    prompts = first_prompts(tokenizer)
+    # the first request is already inside a tool call: the model closes it, and the stop string ends the turn
+    prompts[0] = [*prompts[0], *tokenizer.encode(call, add_special_tokens=False)]
+    params = SamplingParams(temperature=0.0, max_new_tokens=40)
+
+    async def late(prompt: list[int], delay: float) -> Completion:
+        await asyncio.sleep(delay)
+        return await engine.generate(prompt, params)
+
+    async def run() -> list[Completion]:
+        try:
+            return list(await asyncio.gather(*(late(p, 0.3 * i) for i, p in enumerate(prompts))))
+        finally:
+            await engine.aclose()
+
+    completions = asyncio.run(run())
+    alone = [engine.generate_batch([p], params)[0] for p in prompts]
+    assert [c.token_ids for c in completions] == [c.token_ids for c in alone]
+    closing = completions[0]
+    assert (
+        closing.text.endswith("</tool_call>") and closing.finish_reason == "stop" and not closing.ended_turn
+    )
+    assert "</tool_call>" not in tokenizer.decode(list(closing.token_ids[:-1]))
