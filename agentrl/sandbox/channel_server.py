@@ -115,15 +115,17 @@ def process_table() -> dict[int, tuple[int, int, int, bool]]:
 
 def command_processes(table: dict[int, tuple[int, int, int, bool]], root: int, server: int) -> set[int]:
     """Every process the command `root` started, by three rules: (1) in its session, (2) a descendant of it,
-    (3) adopted by this server (a child subreaper, so double-forked daemons land here) and started no earlier
-    than `root` — which catches `setsid` daemons, since commands run one at a time. Zombies (already dead)
+    (3) adopted by this server (a child subreaper, so double-forked daemons land here) and started after
+    `root` (a later clock tick, or the same tick and a higher pid) — which catches `setsid` daemons, since
+    commands run one at a time. Zombies (already dead)
     are left out. Pure."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
     adopted = []
-    if root in table:  # its start time orders the adopted processes; without it, adopt none
-        adopted = [pid for pid in children.get(server, []) if pid != root and table[pid][2] >= table[root][2]]
+    if root in table:  # start times (10 ms ticks), then pid order within a tick, say what came after root
+        after = (table[root][2], root)
+        adopted = [pid for pid in children.get(server, []) if pid != root and (table[pid][2], pid) > after]
     found: set[int] = set()
     stack = [root, *adopted, *(pid for pid, (_, sid, _, _) in table.items() if sid == root)]
     while stack:

@@ -27,3 +27,13 @@ def test_a_timeout_selects_the_session_descendants_and_new_adopted_daemons_only(
 def test_without_the_command_in_the_table_no_adopted_process_is_selected() -> None:
     table = {SERVER: (1, 5, 100, False), 30: (SERVER, 30, 150, False), 21: (ROOT, ROOT, 201, False)}
     assert command_processes(table, ROOT, SERVER) == {21}
+
+
+def test_a_background_job_started_in_the_same_clock_tick_before_the_command_is_kept() -> None:
+    table = {
+        SERVER: (1, 5, 100, False),
+        15: (SERVER, 15, 200, False),  # an earlier command's job, same 10 ms tick as ROOT, lower pid
+        ROOT: (SERVER, ROOT, 200, False),
+        25: (SERVER, 25, 200, False),  # this command's daemon, same tick, higher pid
+    }
+    assert command_processes(table, ROOT, SERVER) == {ROOT, 25}
