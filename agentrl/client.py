@@ -391,7 +391,9 @@ class WsConnection:
                 compression=None,  # deflate costs more CPU than loopback bandwidth saves
                 max_size=config.ws_max_message_bytes,
                 open_timeout=timeout_s,
-                ping_timeout=timeout_s,
+                # no client pings: the service pings us (ServiceSettings.ws_ping_*), and a training process
+                # that holds its event loop (an update, IGPO's measurement) must not drop its own sessions
+                ping_interval=None,
             )
         except InvalidStatus as exc:
             status = exc.response.status_code

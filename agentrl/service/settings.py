@@ -39,3 +39,9 @@ class ServiceSettings:
     """Per env id, constructor kwargs passed to `make`."""
     preload: tuple[str, ...] = ()
     """Modules imported at startup so that the envs they register can be served (e.g. test envs)."""
+    ws_ping_interval_s: float = 30.0
+    """How often the service pings each WebSocket client."""
+    ws_ping_timeout_s: float = 900.0
+    """How long a pong may take before the socket (and every session on it) is dropped: long, because a
+    training process may hold its event loop for minutes (a model update) and a closed socket loses its
+    episodes; a dead peer is noticed sooner by TCP itself."""

@@ -17,6 +17,7 @@ infrastructure failure are stored but never trained on.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -126,8 +127,13 @@ async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | 
             usable = [episode for episode in episodes if not episode.is_infra_failure]
             if config.credit.estimator == "igpo":  # p_t under the current policy, before this update
                 answers = {str(task["id"]): str(task["answer"]) for task in tasks}
-                usable = attach_answer_probs(
-                    usable, answers, ctx.engine.model, ctx.engine.tokenizer, config.credit.answer
+                usable = await asyncio.to_thread(
+                    attach_answer_probs,
+                    usable,
+                    answers,
+                    ctx.engine.model,
+                    ctx.engine.tokenizer,
+                    config.credit.answer,
                 )
             advantages, credit_stats = compute_advantages(usable, config)
             credit_s = time.perf_counter() - started
@@ -135,7 +141,9 @@ async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | 
             started = time.perf_counter()
             keep_all = config.loss.kl_coef > 0 or config.loss.entropy_coef > 0
             samples = training_samples(usable, advantages, config.rollout.max_context_tokens, keep_all)
-            update = update_policy(config, learner, distributed.broadcast(samples, parallel), pad_id(ctx))
+            shared = distributed.broadcast(samples, parallel)
+            # in a worker thread, so the event loop keeps answering the env service's WebSocket pings
+            update = await asyncio.to_thread(update_policy, config, learner, shared, pad_id(ctx))
             update_s = time.perf_counter() - started
             sync_s = sync_engine(ctx.engine, learner) if update else 0.0
             # 5. record episodes and metrics
