@@ -7,32 +7,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
 import torch
+from tiny_models import EXAMPLES, TOOLS
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
 from agentrl.agent.engines.hf import HFEngine
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
-from agentrl.env.core import tool_spec
 from agentrl.models import ModelConfig, load_model
 
 pytestmark = pytest.mark.slow
 
-TOOLS = [tool_spec("python", "Run Python code and see its output.", {"code": {"type": "string"}})]
-EXAMPLES: list[dict[str, Any]] = [
-    {"role": "user", "content": "What is 2+2?"},
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [{"name": "python", "arguments": {"code": "print(2+2)"}}],
-    },
-    {"role": "tool", "content": "4"},
-    {"role": "assistant", "content": "", "tool_calls": [{"name": "submit", "arguments": {"answer": "4"}}]},
-]
 QUESTIONS = ["What is 3+5?", "What is 7*6?", "What is 10-4?"]
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=24)
 # bf16 weights and activations shift log-probs by about 0.02 on average for this model; fp32 by ~1e-5.

@@ -8,51 +8,26 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
 import torch
+from tiny_models import EXAMPLES, TOOLS, tiny_llama
 from tiny_tokenizers import byte_tokenizer
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
+from transformers import PreTrainedModel
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.hf import HFEngine, HFEngineConfig, cut_index, left_pad
 from agentrl.agent.prompting import render_first_prompt
-from agentrl.env.core import tool_spec
 from agentrl.errors import ConfigError, ModelError
 from agentrl.models import ModelConfig, alias_cache_path, load_model
 
-TOOLS = [tool_spec("python", "Run Python code and see its output.", {"code": {"type": "string"}})]
-EXAMPLES: list[dict[str, Any]] = [
-    {"role": "user", "content": "What is 2+2?"},
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [{"name": "python", "arguments": {"code": "print(2+2)"}}],
-    },
-    {"role": "tool", "content": "4"},
-    {"role": "assistant", "content": "", "tool_calls": [{"name": "submit", "arguments": {"answer": "4"}}]},
-]
 QUESTIONS = ["What is 3+5?", "What is 7*6?", "What is 10-4?", "What is 9/3?"]
 
 
 @pytest.fixture(scope="module")
 def tiny() -> HFEngine:
-    torch.manual_seed(0)
-    tokenizer = byte_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return HFEngine(LlamaForCausalLM(config), tokenizer, HFEngineConfig(max_batch=3, max_wait_s=0.05))
+    model = tiny_llama(hidden=32)
+    return HFEngine(model, byte_tokenizer(), HFEngineConfig(max_batch=3, max_wait_s=0.05))
 
 
 def prompts_for(engine: HFEngine) -> list[list[int]]:

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 import pytest
 import torch
+from tiny_models import tiny_llama as shared_tiny_llama
 from tiny_tokenizers import byte_tokenizer
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaForCausalLM
 from transformers.generation.logits_process import TopPLogitsWarper
 
 from agentrl.agent.engines import llama_kernels as kernels
@@ -29,21 +30,7 @@ FP32 = CachedEngineConfig(precision="float32")
 
 
 def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    tokenizer = byte_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return LlamaForCausalLM(config).eval()
+    return shared_tiny_llama(hidden=64, seed=seed)
 
 
 @pytest.fixture
