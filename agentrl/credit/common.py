@@ -126,12 +126,14 @@ def group_normalise(
     counts = np.bincount(groups).astype(np.float64)
     sums = np.bincount(groups, weights=values)
     mean = sums / np.maximum(counts, 1.0)
-    baseline = _leave_one_out_mean(values, groups, counts, sums) if leave_one_out else mean[groups]
-    centred = values - baseline
-    if mode == "mean_std_norm":
-        centred = centred / (_group_std(values, groups, counts, mean, unbiased)[groups] + eps)
+    deviation = values - mean[groups]
+    centred = values - _leave_one_out_mean(values, groups, counts, sums) if leave_one_out else deviation
+    # one per-group factor does both jobs: 0 for degenerate groups, 1 / (std + eps) or 1 otherwise
     degenerate = (counts < 2) | _all_equal(values, groups, counts.size)
-    return np.where(degenerate[groups], 0.0, centred)
+    factor = np.where(degenerate, 0.0, 1.0)
+    if mode == "mean_std_norm":
+        factor /= _group_std(deviation, groups, counts, unbiased) + eps
+    return centred * factor[groups]
 
 
 def _leave_one_out_mean(
@@ -142,11 +144,10 @@ def _leave_one_out_mean(
     return (sums[groups] - values) / others
 
 
-def _group_std(
-    values: np.ndarray, groups: np.ndarray, counts: np.ndarray, mean: np.ndarray, unbiased: bool
-) -> np.ndarray:
-    """[num_groups]: the standard deviation of each group (two-pass, so no cancellation)."""
-    squared = np.bincount(groups, weights=(values - mean[groups]) ** 2, minlength=counts.size)
+def _group_std(deviation: np.ndarray, groups: np.ndarray, counts: np.ndarray, unbiased: bool) -> np.ndarray:
+    """[num_groups]: the standard deviation of each group from each value's deviation from its group mean
+    (two-pass, so no cancellation)."""
+    squared = np.bincount(groups, weights=deviation * deviation, minlength=counts.size)
     dof = np.maximum(counts - (1.0 if unbiased else 0.0), 1.0)
     return np.sqrt(squared / dof)
 

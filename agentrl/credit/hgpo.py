@@ -34,7 +34,7 @@ from agentrl.credit.common import (
     episode_advantages,
     group_normalise,
 )
-from agentrl.credit.segments import combine_ids, dense_ids, step_state_ids
+from agentrl.credit.segments import combine_ids, step_state_ids
 from agentrl.errors import ConfigError
 from agentrl.types import StepBatch
 
@@ -80,7 +80,8 @@ def hgpo(batch: StepBatch, config: HGPOConfig) -> np.ndarray:
         _accumulate(weighted, weights, level_zero, 1.0)
     for level, history_ids in enumerate(history_levels(batch, config.history + 1), start=1):
         values = group_normalise(step_returns, history_ids, config.mode, unbiased=False)
-        values[batch.step < level - 1] = 0.0  # too short a history: no level-k group
+        if level > 1:
+            values[batch.step < level - 1] = 0.0  # too short a history: no level-k group
         _accumulate(weighted, weights, values, (level + 1.0) ** config.alpha)
     return weighted / (weights + STD_EPS)
 
@@ -91,8 +92,8 @@ def history_levels(batch: StepBatch, max_level: int) -> list[np.ndarray]:
     Equal ids mean the same task group and the same k states. Steps with t < k-1 share one extra id that
     callers must ignore.
     """
-    state = step_state_ids(batch)[0]
-    levels = [dense_ids(state)]
+    state = step_state_ids(batch)[0]  # already dense
+    levels = [state]
     for level in range(2, max_level + 1):
         short = batch.step < level - 1
         if short.all():
