@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("openenv", reason="OpenEnv is the baseline: pip install -e .[bench]")
+pytest.importorskip("openenv", reason="OpenEnv is the baseline: pip install -e .[dev] (or .[bench])")
 
 KEYS = {
     "steps_per_s", "http_steps_per_s", "p50_ms", "p99_ms", "openenv_steps_per_s", "openenv_modes",
