@@ -135,7 +135,9 @@ def policy_update(
     temperature: float = 1.0,
     parallel: DataParallel = SINGLE_PROCESS,
 ) -> dict[str, float]:
-    """Train on `samples`; return means of loss, clip_frac, approx_kl, grad_norm, kl, entropy, and tokens.
+    """Train on `samples`; return means of loss, clip_frac, approx_kl, grad_norm, kl, entropy, and tokens,
+    plus `sampler_abs_log_ratio` and `sampler_kl` from the first mini batch of the first epoch (the weights
+    the engine sampled with): the engine-vs-trainer log-prob mismatch, logged every step.
 
     `optim_cfg` only supplies `grad_clip` (default: OptimConfig's). `temperature` is the sampling temperature
     the episodes were generated at: logits are divided by it, as the engine's sampler did. The model is in
@@ -147,21 +149,22 @@ def policy_update(
     tally = _Tally()
     model.train()
     try:
-        for _epoch in range(update_cfg.ppo_epochs):
-            for mini_batch in _split(samples, update_cfg.mini_batches):
-                tally.add(
-                    _mini_batch_step(
-                        model,
-                        optimizer,
-                        mini_batch,
-                        pad_id,
-                        loss_cfg,
-                        update_cfg,
-                        ref_model,
-                        temperature,
-                        parallel,
-                    )
+        for epoch in range(update_cfg.ppo_epochs):
+            for index, mini_batch in enumerate(_split(samples, update_cfg.mini_batches)):
+                step_metrics = _mini_batch_step(
+                    model,
+                    optimizer,
+                    mini_batch,
+                    pad_id,
+                    loss_cfg,
+                    update_cfg,
+                    ref_model,
+                    temperature,
+                    parallel,
                 )
+                if epoch or index:  # weights have moved since sampling: no longer the engine's mismatch
+                    step_metrics = {k: v for k, v in step_metrics.items() if not k.startswith("sampler_")}
+                tally.add(step_metrics)
                 tally.add({"grad_norm": _clip_and_step(model, optimizer, scheduler, grad_clip)}, weight=1.0)
     finally:
         model.eval()
@@ -211,8 +214,9 @@ def _micro_batch_loss(
     logits = logits.float() / max(temperature, 1e-6)
     mask = batch["loss_mask"]
     entropy = token_entropy(logits) if loss_cfg.entropy_coef > 0 else None
+    new_logprobs = token_logprobs(logits, batch["input_ids"])
     loss, metrics = policy_loss(
-        token_logprobs(logits, batch["input_ids"]),
+        new_logprobs,
         batch["old_logprobs"],
         batch["advantages"],
         mask,
@@ -222,7 +226,23 @@ def _micro_batch_loss(
     )
     if entropy is None:
         metrics["entropy"] = _sampled_entropy(logits, mask)
+    metrics.update(sampler_mismatch(new_logprobs.detach(), batch["old_logprobs"], mask))
     return loss, metrics
+
+
+def sampler_mismatch(
+    logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor
+) -> dict[str, float]:
+    """How far the trainer's log-probs of the sampled tokens are from the sampler's, for the same weights:
+    the mean |log ratio| and the k3 estimate of KL(sampler || trainer) over sampled tokens (bf16 kernels,
+    different batching and attention code make them differ; large values call for importance correction)."""
+    log_ratio = (logprobs - sampler_logprobs) * mask
+    count = mask.sum().clamp(min=1.0)
+    k3 = (torch.exp(log_ratio) - log_ratio - 1.0) * mask
+    return {
+        "sampler_abs_log_ratio": float((log_ratio.abs().sum() / count).item()),
+        "sampler_kl": float((k3.sum() / count).item()),
+    }
 
 
 @torch.no_grad()

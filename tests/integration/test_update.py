@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -141,3 +142,24 @@ def test_bf16_autocast_update_also_raises_the_logprob() -> None:
     metrics = policy_update(model, optimizer, scheduler, [sample], PAD_ID, LossConfig(), update)
     assert completion_logprob(model, sample) > before + 0.1
     assert all(math.isfinite(value) for value in metrics.values())
+
+
+def test_the_sampler_mismatch_is_measured_on_the_sampling_weights() -> None:
+    model = tiny_model()
+    sample = episode_to_sample(sampled_episode(model), [1.0, 1.0], max_length=100)
+    optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
+    exact = policy_update(
+        model, optimizer, scheduler, [sample], PAD_ID, LossConfig(), UpdateConfig(ppo_epochs=2)
+    )
+    assert exact["sampler_abs_log_ratio"] < 1e-4 and abs(exact["sampler_kl"]) < 1e-6  # same weights, fp32
+
+    model = tiny_model()
+    shifted = dataclasses.replace(sample, old_logprobs=sample.old_logprobs - 0.1 * sample.loss_mask)
+    optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
+    off = policy_update(
+        model, optimizer, scheduler, [shifted], PAD_ID, LossConfig(), UpdateConfig(ppo_epochs=2)
+    )
+    assert off["sampler_abs_log_ratio"] == pytest.approx(
+        0.1, abs=1e-3
+    )  # a sampler 0.1 nats below the trainer
+    assert off["sampler_kl"] == pytest.approx(math.exp(0.1) - 0.1 - 1.0, abs=1e-4)
