@@ -38,6 +38,10 @@ class LossConfig:
                          sequence's token mean, then the mean over sequences), constant (each sequence's token
                          sum divided by `constant_normaliser`, then the mean over sequences; Dr.GRPO).
     constant_normaliser: the constant of `aggregation="constant"` (typically the generation budget).
+    tis_cap:             truncated importance sampling, for a sampler whose log-probs differ from the
+                         trainer's (bf16 kernels, another engine): when > 0, the PPO ratio is taken against
+                         the trainer's own log-probs of the sampling weights, and each token's advantage is
+                         weighted by min(pi_trainer / pi_sampler, tis_cap) (Yao et al. 2025); 0: off.
     """
 
     clip_low: float = 0.2
@@ -46,12 +50,15 @@ class LossConfig:
     entropy_coef: float = 0.0
     aggregation: Aggregation = "token_mean"
     constant_normaliser: float = 1024.0
+    tis_cap: float = 0.0
 
     def __post_init__(self) -> None:
         if self.aggregation not in AGGREGATIONS:
             raise ConfigError(f"loss.aggregation {self.aggregation!r} is unknown; use one of {AGGREGATIONS}")
         if self.constant_normaliser <= 0:
             raise ConfigError("loss.constant_normaliser must be > 0")
+        if self.tis_cap < 0:
+            raise ConfigError("loss.tis_cap must be >= 0 (0 turns truncated importance sampling off)")
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:

@@ -21,6 +21,7 @@ temperature (`temperature=`), the same distribution the engine sampled from, so 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ import torch
 
 from agentrl.errors import ConfigError
 from agentrl.trainer.losses import (
+    LOG_RATIO_CLAMP,
     LossConfig,
     aggregation_weight,
     policy_loss,
@@ -137,7 +139,9 @@ def policy_update(
 ) -> dict[str, float]:
     """Train on `samples`; return means of loss, clip_frac, approx_kl, grad_norm, kl, entropy, and tokens,
     plus `sampler_abs_log_ratio` and `sampler_kl` from the first mini batch of the first epoch (the weights
-    the engine sampled with): the engine-vs-trainer log-prob mismatch, logged every step.
+    the engine sampled with): the engine-vs-trainer log-prob mismatch, logged every step. With
+    `loss_cfg.tis_cap` > 0 the samples first get truncated importance weights (`with_tis_weights`), and the
+    mismatch, `tis_weight_mean` and `tis_capped_frac` come from that pass.
 
     `optim_cfg` only supplies `grad_clip` (default: OptimConfig's). `temperature` is the sampling temperature
     the episodes were generated at: logits are divided by it, as the engine's sampler did. The model is in
@@ -147,6 +151,11 @@ def policy_update(
         raise ConfigError("loss.kl_coef > 0 needs a reference model; pass ref_model or set kl_coef to 0")
     grad_clip = (optim_cfg or OptimConfig()).grad_clip
     tally = _Tally()
+    if loss_cfg.tis_cap > 0:
+        if parallel.world_size > 1:
+            raise ConfigError("loss.tis_cap > 0 is single-process for now; use trainer.nproc=1 or tis_cap=0")
+        samples, tis_metrics = with_tis_weights(model, samples, pad_id, loss_cfg, update_cfg, temperature)
+        tally.add(tis_metrics)
     model.train()
     try:
         for epoch in range(update_cfg.ppo_epochs):
@@ -162,13 +171,61 @@ def policy_update(
                     temperature,
                     parallel,
                 )
-                if epoch or index:  # weights have moved since sampling: no longer the engine's mismatch
+                # after the first mini batch the weights have moved; with TIS it was measured before the loop
+                if epoch or index or loss_cfg.tis_cap > 0:
                     step_metrics = {k: v for k, v in step_metrics.items() if not k.startswith("sampler_")}
                 tally.add(step_metrics)
                 tally.add({"grad_norm": _clip_and_step(model, optimizer, scheduler, grad_clip)}, weight=1.0)
     finally:
         model.eval()
     return {**tally.means(), "tokens": float(sum(sample.num_sampled_tokens for sample in samples))}
+
+
+@torch.no_grad()
+def with_tis_weights(
+    model: torch.nn.Module,
+    samples: Sequence[TrainSample],
+    pad_id: int,
+    loss_cfg: LossConfig,
+    update_cfg: UpdateConfig,
+    temperature: float,
+) -> tuple[list[TrainSample], dict[str, float]]:
+    """Truncated importance sampling, folded into the samples: `old_logprobs` become the trainer's own
+    log-probs under the sampling weights (one no-grad pass), and each sampled token's advantage is scaled by
+    w = min(exp(trainer - sampler), tis_cap). Since w >= 0, PPO's min(r A, clip(r) A) times w equals the same
+    expression with w A, so the loss itself is unchanged. Also returns the mismatch metrics of that pass,
+    the mean weight and the share of tokens at the cap."""
+    model.eval()
+    out: list[TrainSample] = []
+    tally = _Tally()
+    for chunk in _chunks(samples, update_cfg.micro_batch_size):
+        batch = collate(chunk, pad_id)
+        with _autocast(update_cfg.autocast_bf16):
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        trainer = token_logprobs(logits.float() / max(temperature, 1e-6), batch["input_ids"])
+        mask = batch["loss_mask"]
+        log_ratio = (trainer - batch["old_logprobs"]).clamp(max=LOG_RATIO_CLAMP)
+        weights = torch.exp(log_ratio).clamp(max=loss_cfg.tis_cap)
+        tokens = float(mask.sum().item())
+        capped = float(((weights >= loss_cfg.tis_cap).float() * mask).sum().item())
+        tally.add(sampler_mismatch(trainer, batch["old_logprobs"], mask), weight=tokens)
+        tally.add(
+            {
+                "tis_weight_mean": float(((weights * mask).sum() / mask.sum().clamp(min=1.0)).item()),
+                "tis_capped_frac": capped / max(tokens, 1.0),
+            },
+            weight=tokens,
+        )
+        for row, sample in enumerate(chunk):
+            length, row_mask = sample.num_tokens, sample.loss_mask
+            out.append(
+                dataclasses.replace(
+                    sample,
+                    old_logprobs=trainer[row, :length] * row_mask,
+                    advantages=sample.advantages * weights[row, :length] * row_mask,
+                )
+            )
+    return out, tally.means()
 
 
 def _mini_batch_step(

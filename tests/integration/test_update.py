@@ -163,3 +163,26 @@ def test_the_sampler_mismatch_is_measured_on_the_sampling_weights() -> None:
         0.1, abs=1e-3
     )  # a sampler 0.1 nats below the trainer
     assert off["sampler_kl"] == pytest.approx(math.exp(0.1) - 0.1 - 1.0, abs=1e-4)
+
+
+def test_truncated_importance_sampling_weights_tokens_by_the_capped_ratio() -> None:
+    sample = episode_to_sample(sampled_episode(tiny_model()), [1.0, 1.0], max_length=100)
+    shifted = dataclasses.replace(sample, old_logprobs=sample.old_logprobs - 0.1 * sample.loss_mask)
+
+    def update(samples: list[TrainSample], loss: LossConfig) -> tuple[dict[str, float], LlamaForCausalLM]:
+        model = tiny_model()
+        optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
+        return policy_update(model, optimizer, scheduler, samples, PAD_ID, loss, UpdateConfig()), model
+
+    plain, plain_model = update([sample], LossConfig())
+    exact, exact_model = update([sample], LossConfig(tis_cap=2.0))  # the sampler is the trainer: w = 1
+    assert exact["tis_weight_mean"] == pytest.approx(1.0, abs=1e-4) and exact["tis_capped_frac"] == 0.0
+    for before, after in zip(plain_model.parameters(), exact_model.parameters(), strict=True):
+        assert torch.allclose(before, after, atol=1e-6)
+
+    uncapped, _ = update([shifted], LossConfig(tis_cap=2.0))  # sampler 0.1 nats low: w = e^0.1
+    assert uncapped["tis_weight_mean"] == pytest.approx(math.exp(0.1), abs=1e-3)
+    assert uncapped["sampler_abs_log_ratio"] == pytest.approx(0.1, abs=1e-3)
+    assert uncapped["ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # the ratio is against the trainer's own
+    capped, _ = update([shifted], LossConfig(tis_cap=1.05))
+    assert capped["tis_weight_mean"] == pytest.approx(1.05) and capped["tis_capped_frac"] == 1.0
