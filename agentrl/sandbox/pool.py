@@ -235,6 +235,29 @@ def shared_pool(
         return pool
 
 
+def acquire_sandbox(
+    config: SandboxConfig, labels: Mapping[str, str], pool_size: int, task: str | None = None
+) -> DockerSandbox:
+    """An env's sandbox for one episode: a dequeue from the process-wide warm pool when `pool_size` > 0,
+    else a freshly started container (labelled with `task`, when given). Give it back with
+    `discard_sandbox` and the same settings."""
+    if pool_size > 0:
+        return shared_pool(config, PoolConfig(size=pool_size), labels).acquire()
+    sandbox = DockerSandbox(config, {**labels, **({"agentrl.task": task} if task else {})})
+    sandbox.start()
+    return sandbox
+
+
+def discard_sandbox(
+    sandbox: DockerSandbox, config: SandboxConfig, labels: Mapping[str, str], pool_size: int
+) -> None:
+    """End an episode's sandbox: reset by discard, never reused (removed in the background when pooled)."""
+    if pool_size > 0:
+        shared_pool(config, PoolConfig(size=pool_size), labels).release(sandbox)
+    else:
+        sandbox.close()
+
+
 def close_shared_pools() -> int:
     """Close every pool `shared_pool` made (waiting sandboxes are removed); returns how many."""
     with _shared_lock:

@@ -29,7 +29,7 @@ from agentrl.errors import EnvError
 from agentrl.sandbox.base import ExecResult
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.sandbox.limits import SandboxConfig
-from agentrl.sandbox.pool import PoolConfig, SandboxPool, shared_pool
+from agentrl.sandbox.pool import acquire_sandbox, discard_sandbox
 from agentrl.sandbox.state import text_state_key
 from agentrl.types import Action, ToolCall
 from agentrl_calc.tasks import make_task
@@ -234,28 +234,14 @@ class CalcEnv(Env):
 
     def _ensure_sandbox(self) -> DockerSandbox:
         if self._sandbox is None:
-            pool = self._pool()
-            if pool is not None:
-                self._sandbox = pool.acquire()
-            else:
-                task_id = self._task["id"] if self._task else ""
-                sandbox = DockerSandbox(self.sandbox_config, {**self.sandbox_labels, "agentrl.task": task_id})
-                sandbox.start()
-                self._sandbox = sandbox
+            task_id = self._task["id"] if self._task else None
+            self._sandbox = acquire_sandbox(self.sandbox_config, self.sandbox_labels, self.pool_size, task_id)
         return self._sandbox
-
-    def _pool(self) -> SandboxPool | None:
-        if self.pool_size <= 0:
-            return None
-        return shared_pool(self.sandbox_config, PoolConfig(size=self.pool_size), self.sandbox_labels)
 
     def _close_sandbox(self) -> None:
         sandbox, self._sandbox = self._sandbox, None
-        pool = self._pool() if sandbox is not None else None
-        if pool is not None and sandbox is not None:
-            pool.release(sandbox)  # reset by discard: removed in the background, never reused
-        elif sandbox is not None:
-            sandbox.close()
+        if sandbox is not None:
+            discard_sandbox(sandbox, self.sandbox_config, self.sandbox_labels, self.pool_size)
 
     def _require_running(self) -> dict[str, Any]:
         if self._task is None:

@@ -34,7 +34,7 @@ from agentrl.env.core import Env, StepResult
 from agentrl.errors import EnvError
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.sandbox.limits import SandboxConfig
-from agentrl.sandbox.pool import PoolConfig, SandboxPool, shared_pool
+from agentrl.sandbox.pool import acquire_sandbox, discard_sandbox
 from agentrl.sandbox.state import WorkspaceKeyConfig, workspace_state_key
 from agentrl.tasks import load_tasks
 from agentrl.types import Action, ToolCall
@@ -228,19 +228,9 @@ class SWEBenchEnv(Env):
     def _config_for(self, record: Mapping[str, Any]) -> SandboxConfig:
         return replace(self.sandbox_config, image=image_of(record, self.image_template))
 
-    def _pool(self, record: Mapping[str, Any]) -> SandboxPool | None:
-        if self.pool_size <= 0:
-            return None
-        return shared_pool(self._config_for(record), PoolConfig(size=self.pool_size), self.sandbox_labels)
-
     def _acquire(self, record: Mapping[str, Any]) -> DockerSandbox:
-        pool = self._pool(record)
-        if pool is not None:
-            return pool.acquire()
-        labels = {**self.sandbox_labels, "agentrl.task": str(record["instance_id"])}
-        sandbox = DockerSandbox(self._config_for(record), labels)
-        sandbox.start()
-        return sandbox
+        config = self._config_for(record)
+        return acquire_sandbox(config, self.sandbox_labels, self.pool_size, str(record["instance_id"]))
 
     @contextmanager
     def _fresh_sandbox(self, record: Mapping[str, Any]) -> Iterator[DockerSandbox]:
@@ -251,11 +241,10 @@ class SWEBenchEnv(Env):
             self._discard(sandbox)
 
     def _discard(self, sandbox: DockerSandbox) -> None:
-        pool = self._pool(self._record or {}) if self._record else None
-        if pool is not None:
-            pool.release(sandbox)  # reset by discard: removed in the background, never reused
-        else:
+        if self._record is None:  # no episode, so no pool it could have come from
             sandbox.close()
+            return
+        discard_sandbox(sandbox, self._config_for(self._record), self.sandbox_labels, self.pool_size)
 
     def _close_sandbox(self) -> None:
         sandbox, self._sandbox = self._sandbox, None
