@@ -47,3 +47,21 @@ def no_leaked_sandboxes() -> Iterator[None]:
         return
     reap({OWNER_LABEL: owner()})
     assert not leaked, f"{len(leaked)} sandbox container(s) leaked (removed now): {leaked}"
+
+
+REPLICA_TOKEN = "integration-token"
+
+
+@pytest.fixture
+def token_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[object, object]]:
+    """Two embedded env services (test envs preloaded) that require the bearer token `REPLICA_TOKEN`, which
+    the environment hands to both them and the client; logs in tmp_path/a.log and b.log."""
+    from agentrl.service.embedded import EmbeddedService
+    from agentrl.service.settings import TOKEN_ENV
+
+    monkeypatch.setenv(TOKEN_ENV, REPLICA_TOKEN)
+    with (
+        EmbeddedService(tmp_path / "a.log", preload=["fixtures_envs"]) as a,
+        EmbeddedService(tmp_path / "b.log", preload=["fixtures_envs"]) as b,
+    ):
+        yield a, b

@@ -15,7 +15,6 @@ from fixtures_envs import GUESS_NUMBER_ID
 from agentrl.client import ClientConfig, EnvClient
 from agentrl.errors import INFRA_ERRORS, ServiceUnavailable
 from agentrl.service.embedded import EmbeddedService
-from agentrl.service.settings import TOKEN_ENV
 from agentrl.types import Action, ToolCall
 
 TOKEN = "integration-token"
@@ -55,12 +54,7 @@ async def _run(a: EmbeddedService, b: EmbeddedService) -> None:
 
 
 def test_a_stopped_replica_fails_its_episode_and_sessions_fail_over(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, token_replicas: tuple[EmbeddedService, EmbeddedService]
 ) -> None:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)  # inherited by both replicas and read by the client
-    with (
-        EmbeddedService(tmp_path / "a.log", preload=["fixtures_envs"]) as a,
-        EmbeddedService(tmp_path / "b.log", preload=["fixtures_envs"]) as b,
-    ):
-        asyncio.run(_run(a, b))
+    asyncio.run(_run(*token_replicas))
     assert " 401 " in (tmp_path / "a.log").read_text()

@@ -21,10 +21,8 @@ from agentrl.agent.rollout import RolloutConfig, run_episode
 from agentrl.client import ClientConfig, EnvClient
 from agentrl.errors import INFRA_ERRORS, ServiceUnavailable
 from agentrl.service.embedded import EmbeddedService
-from agentrl.service.settings import TOKEN_ENV
 from agentrl.types import Action, Episode, ToolCall
 
-TOKEN = "integration-token"
 CONFIG = ClientConfig(transport="ws", retries=1, backoff_s=0.01)
 
 
@@ -63,14 +61,9 @@ async def _run(a: EmbeddedService, b: EmbeddedService) -> None:
 
 
 def test_a_stopped_replica_fails_its_socket_sessions_and_new_ones_fail_over(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, token_replicas: tuple[EmbeddedService, EmbeddedService]
 ) -> None:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)  # inherited by both replicas and read by the client
-    with (
-        EmbeddedService(tmp_path / "a.log", preload=["fixtures_envs"]) as a,
-        EmbeddedService(tmp_path / "b.log", preload=["fixtures_envs"]) as b,
-    ):
-        asyncio.run(_run(a, b))
+    asyncio.run(_run(*token_replicas))
     assert "/v1/ws" in (tmp_path / "b.log").read_text()
 
 
