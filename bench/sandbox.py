@@ -7,7 +7,9 @@
 Keys (milliseconds unless named otherwise; p50/p95/p99 are nearest-rank percentiles):
 - `cold_start_p50_ms`, `cold_start_p95_ms`: a new hardened container plus its exec channel, ready to run;
 - `acquire_p50_ms`: `SandboxPool.acquire()` from a warm pool (the pool is refilled between samples);
-- `exec_p50_ms`, `exec_p99_ms`: `sandbox.exec(["true"])` through the persistent channel, host wall time;
+- `exec_p50_ms`, `exec_p99_ms`: `sandbox.exec(["true"])` through the persistent channel, host wall time,
+  over the default transport (`exec_transport`: "socket" with a local engine); `exec_attach_p50_ms`: the
+  same through the engine's attach stream (`SandboxConfig(channel="attach")`), measured in the same run;
 - `docker_exec_p50_ms`: the baseline, `true` through a fresh `docker exec` (exec_create + exec_start +
   exec_inspect over the API, as the walking skeleton did), measured in the same run;
   `exec_speedup_vs_docker_exec` is their ratio; `exec_inner_p50_ms` is the channel server's own time for the
@@ -107,17 +109,23 @@ def bench_cold_start(client: docker.DockerClient, repeats: int) -> list[float]:
     return samples
 
 
-def bench_exec(client: docker.DockerClient, counts: Counts) -> dict[str, float]:
+def bench_exec(client: docker.DockerClient, counts: Counts) -> dict[str, Any]:
     with DockerSandbox(SandboxConfig(), client=client) as sandbox:
+        transport = sandbox.transport
         timed(lambda: sandbox.exec(["true"]), 20)  # warm up
         channel = timed(lambda: sandbox.exec(["true"]), counts.execs)
         inner = [entry.duration_s for entry in sandbox.exec_log[-counts.execs :]]
         baseline = timed(lambda: docker_exec_true(client, sandbox.container_id), counts.docker_execs)
+    with DockerSandbox(SandboxConfig(channel="attach"), client=client) as attached:
+        timed(lambda: attached.exec(["true"]), 20)
+        through_engine = timed(lambda: attached.exec(["true"]), counts.execs)
     exec_p50, docker_p50 = percentile(channel, 0.5), percentile(baseline, 0.5)
     return {
+        "exec_transport": transport,
         "exec_p50_ms": exec_p50,
         "exec_p99_ms": percentile(channel, 0.99),
         "exec_inner_p50_ms": percentile(inner, 0.5),
+        "exec_attach_p50_ms": percentile(through_engine, 0.5),
         "docker_exec_p50_ms": docker_p50,
         "exec_speedup_vs_docker_exec": round(docker_p50 / exec_p50, 1),
     }

@@ -1,11 +1,20 @@
-"""The host end of the persistent exec channel: one `docker exec` socket kept open per container.
+"""The host end of the persistent exec channel: one server per container, one socket round trip per request.
 
 What this is: `ExecChannel` starts `channel_server.py` inside a running container with a single
-`docker exec -i` (python3 -I -S -c <source>), keeps the hijacked socket, and speaks its framed protocol:
-requests are written raw to the exec's stdin; replies come back inside Docker's multiplexed stream frames
-(8-byte header: stream type, 3 zero bytes, big-endian size) and carry our own frames (4-byte big-endian
-length + UTF-8 JSON). A tool call then costs one round trip over a socket already open instead of a new
-`docker exec` (~71 ms on this machine; see shared/docs/FACTS.md).
+`docker exec -i` (python3 -I -S -c <source>), keeps the hijacked socket, and speaks its framed protocol
+(our frames: 4-byte big-endian length + UTF-8 JSON). Two transports:
+- `attach`: requests are written raw to the exec's stdin; replies come back inside Docker's multiplexed
+  stream frames (8-byte header: stream type, 3 zero bytes, big-endian size). Works with any engine, local or
+  remote, but every byte is relayed by dockerd and the container's shim (~0.45 ms per round trip here).
+- `socket`: a `Rendezvous` is a per-sandbox host directory, bind-mounted read-only into the container at
+  `CHANNEL_MOUNT`, holding a listening unix socket. The server connects to it and sends a one-time token; the
+  host accepts one connection with that token, then unlinks the socket and closes the listener, so nothing
+  else can ever connect. Requests and replies then go straight between the two processes (one kernel hop).
+  Needs an engine on this host (the bind source is a path on our filesystem) and runc (gVisor does not
+  pass host unix sockets by default); `socket_transport_possible` decides, the config can force either.
+  Where the engine turns out not to share our filesystem, the first sandbox falls back and later ones skip it.
+Either way a tool call costs one round trip over a connection already open instead of a new `docker exec`
+(~71 ms on this machine; see shared/docs/FACTS.md).
 
 What this is not: a sandbox (`agentrl/sandbox/docker.py` owns the container and its limits) or thread-safe
 for concurrent requests on one channel (a lock serialises them). Any failure of the socket or the server
@@ -15,13 +24,20 @@ raises `SandboxLost`; after that the channel stays broken.
 from __future__ import annotations
 
 import base64
+import hmac
 import json
+import os
+import secrets
+import shutil
 import socket
+import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import docker.errors
+import docker.types
 
 from agentrl.errors import SandboxLost
 from agentrl.sandbox.base import OutputCapture
@@ -31,8 +47,12 @@ SERVER_ARGV = ["python3", "-I", "-S", "-c", SERVER_SOURCE]
 DOCKER_HEADER_SIZE = 8
 STDOUT_STREAM, STDERR_STREAM = 1, 2
 SERVER_STDERR_KEPT = 4096  # bytes of the server's own stderr kept for error messages
+STDERR_DRAIN_S = 0.2  # on a failure of the socket transport, how long to collect the server's stderr
 RECV_SIZE = 1 << 16
 UPLOAD_CHUNK = 1 << 20
+CHANNEL_MOUNT = "/run/agentrl-channel"  # where a sandbox sees its rendezvous directory (read-only)
+SOCKET_NAME = "s"
+RENDEZVOUS_PREFIX = "agentrl-channel-"  # host dirs are <tmp>/agentrl-channel-<pid>-<random>
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -81,15 +101,33 @@ def capture_from_wire(wire: list[Any], limit: int) -> OutputCapture:
 class ExecChannel:
     """A request/reply connection to the server inside one container."""
 
-    def __init__(self, api: Any, container_id: str, user: str, workdir: str, hello_timeout_s: float) -> None:
+    def __init__(
+        self,
+        api: Any,
+        container_id: str,
+        user: str,
+        workdir: str,
+        hello_timeout_s: float,
+        rendezvous: Rendezvous | None = None,
+    ) -> None:
         self.container_id = container_id
         self._lock = threading.Lock()
         self._raw = bytearray()  # undecoded Docker frames
         self._replies = bytearray()  # the server's stdout, i.e. our reply frames
         self._server_stderr = bytearray()
         self._broken: str | None = None
-        self._sock = _open_socket(api, container_id, user, workdir)
-        self._receive(hello_timeout_s)
+        self._direct: socket.socket | None = None
+        arguments = rendezvous.server_arguments() if rendezvous is not None else []
+        self._sock = _open_socket(api, container_id, user, workdir, arguments)
+        hello = self._receive(hello_timeout_s)
+        self.transport = "attach"
+        self.socket_error: str | None = hello.get("socket_error")
+        if rendezvous is not None and hello.get("transport") == "socket":
+            try:
+                self._direct = rendezvous.accept(hello_timeout_s)
+            except OSError as error:
+                raise self._fail(f"the server connected but the host could not accept it: {error}") from error
+            self.transport = "socket"
 
     def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send one request and wait up to `timeout_s` for its reply; `SandboxLost` on any failure."""
@@ -118,16 +156,18 @@ class ExecChannel:
 
     def close(self) -> None:
         self._broken = self._broken or "closed"
-        try:
-            self._sock.close()
-        except OSError:
-            pass
+        for sock in (self._direct, self._sock):
+            try:
+                if sock is not None:
+                    sock.close()
+            except OSError:
+                pass
 
     def _send(self, data: bytes) -> None:
         if self._broken is not None:
             raise SandboxLost(f"the exec channel is broken ({self._broken}); start a new sandbox")
         try:
-            self._sock.sendall(data)
+            (self._direct or self._sock).sendall(data)
         except OSError as error:
             raise self._fail(f"sending failed: {error}") from error
 
@@ -135,35 +175,173 @@ class ExecChannel:
         return dict(json.loads(self._receive_frame(timeout_s)))
 
     def _receive_frame(self, timeout_s: float) -> bytes:
-        self._sock.settimeout(timeout_s)
+        sock = self._direct or self._sock
+        sock.settimeout(timeout_s)
         while True:
             body = take_frame(self._replies)
             if body is not None:
                 return body
             try:
-                chunk = self._sock.recv(RECV_SIZE)
+                chunk = sock.recv(RECV_SIZE)
             except (TimeoutError, OSError) as error:
                 raise self._fail(f"no reply within {timeout_s:g}s ({error})") from error
             if not chunk:
                 raise self._fail("the server or its container ended")
-            self._raw += chunk
-            for stream, payload in split_docker_frames(self._raw):
-                if stream == STDOUT_STREAM:
-                    self._replies += payload
-                elif len(self._server_stderr) < SERVER_STDERR_KEPT:
-                    self._server_stderr += payload[: SERVER_STDERR_KEPT - len(self._server_stderr)]
+            if self._direct is not None:
+                self._replies += chunk
+            else:
+                self._absorb_attach(chunk)
+
+    def _absorb_attach(self, chunk: bytes) -> None:
+        """Split Docker stream frames: the server's stdout carries replies, its stderr is kept for errors."""
+        self._raw += chunk
+        for stream, payload in split_docker_frames(self._raw):
+            if stream == STDOUT_STREAM:
+                self._replies += payload
+            elif len(self._server_stderr) < SERVER_STDERR_KEPT:
+                self._server_stderr += payload[: SERVER_STDERR_KEPT - len(self._server_stderr)]
 
     def _fail(self, reason: str) -> SandboxLost:
+        if self._direct is not None:  # the server's last words (a traceback) are still on the attach stream
+            self._drain_attach(STDERR_DRAIN_S)
         detail = self._server_stderr.decode("utf-8", "replace").strip()
         self._broken = reason + (f"; server said: {detail[-500:]}" if detail else "")
         self.close()
         return SandboxLost(f"lost the exec channel of container {self.container_id[:12]} ({self._broken})")
 
+    def _drain_attach(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                self._sock.settimeout(left)
+                chunk = self._sock.recv(RECV_SIZE)
+                if not chunk:
+                    return
+                self._absorb_attach(chunk)
+        except OSError:
+            return
 
-def _open_socket(api: Any, container_id: str, user: str, workdir: str) -> socket.socket:
+
+class Rendezvous:
+    """A host directory with a listening unix socket for one sandbox's `socket` transport (module docstring).
+
+    Lifecycle: create before the container (its `mount()` goes into the container options), `listen()` just
+    before the server starts, `accept()` once the server says it connected, `close()` with the sandbox.
+    """
+
+    def __init__(self) -> None:
+        self.directory = tempfile.mkdtemp(prefix=f"{RENDEZVOUS_PREFIX}{os.getpid()}-")
+        os.chmod(self.directory, 0o711)  # the sandbox user may traverse it, nobody may list it
+        self.token = secrets.token_hex(16)
+        self._listener: socket.socket | None = None
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.directory, SOCKET_NAME)
+
+    def mount(self) -> docker.types.Mount:
+        return docker.types.Mount(CHANNEL_MOUNT, self.directory, type="bind", read_only=True)
+
+    def server_arguments(self) -> list[str]:
+        """Listen now and return the server's extra argv: the in-container socket path and the token."""
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.path)
+        os.chmod(self.path, 0o666)  # any uid in the container may connect; the token says who is ours
+        self._listener.listen(4)
+        return [f"{CHANNEL_MOUNT}/{SOCKET_NAME}", self.token]
+
+    def accept(self, timeout_s: float) -> socket.socket:
+        """The server's connection (the first one that presents the token); then nothing can connect again."""
+        if self._listener is None:
+            raise OSError("the rendezvous socket is not listening")
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                self._listener.settimeout(max(deadline - time.monotonic(), 0.001))
+                conn, _ = self._listener.accept()
+                if hmac.compare_digest(_read_line(conn, deadline), self.token.encode("ascii")):
+                    conn.settimeout(None)
+                    return conn
+                conn.close()  # not our server (the token is only ever in its argv)
+        finally:
+            self._stop_listening()
+
+    def close(self) -> None:
+        self._stop_listening()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _stop_listening(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def _read_line(conn: socket.socket, deadline: float, limit: int = 128) -> bytes:
+    """Bytes up to a newline (excluded), at most `limit`, by `deadline`; OSError on timeout."""
+    data = bytearray()
+    while b"\n" not in data and len(data) <= limit:
+        conn.settimeout(max(deadline - time.monotonic(), 0.001))
+        chunk = conn.recv(limit)
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data.split(b"\n", 1)[0])
+
+
+_socket_failure: list[str] = []  # why the socket transport failed in this process, once it has
+
+
+def socket_transport_possible(runtime: str | None) -> str | None:
+    """Why the `socket` transport cannot work here, or None if it may: it needs the engine on this host
+    (DOCKER_HOST unset or unix://; the bind source is a path on our filesystem) and the default runtime, and
+    it must not have failed earlier in this process (`remember_socket_failure`: e.g. an engine that runs
+    elsewhere behind a mounted socket, where the bind source does not exist or holds no socket)."""
+    docker_host = os.environ.get("DOCKER_HOST", "")
+    if docker_host and not docker_host.startswith("unix://"):
+        return f"the Docker engine is remote (DOCKER_HOST={docker_host})"
+    if runtime is not None:
+        return f"runtime {runtime!r} may not pass host unix sockets"
+    return _socket_failure[0] if _socket_failure else None
+
+
+def remember_socket_failure(reason: str) -> None:
+    """Later sandboxes of this process go straight to `attach` (see `socket_transport_possible`)."""
+    if not _socket_failure:
+        _socket_failure.append(reason)
+
+
+def reap_rendezvous_dirs(root: str | None = None) -> int:
+    """Remove rendezvous directories left by processes that no longer exist (e.g. killed with SIGKILL)."""
+    root = root or tempfile.gettempdir()
+    removed = 0
+    for entry in os.scandir(root):
+        pid = entry.name[len(RENDEZVOUS_PREFIX) :].split("-", 1)[0]
+        if entry.name.startswith(RENDEZVOUS_PREFIX) and pid.isdigit() and not pid_exists(int(pid)):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (one we may not signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _open_socket(api: Any, container_id: str, user: str, workdir: str, arguments: list[str]) -> socket.socket:
     """Start the server with one `docker exec -i` and return our own duplicate of its hijacked socket."""
     try:
-        exec_id = api.exec_create(container_id, SERVER_ARGV, stdin=True, user=user, workdir=workdir)["Id"]
+        argv = SERVER_ARGV + arguments
+        exec_id = api.exec_create(container_id, argv, stdin=True, user=user, workdir=workdir)["Id"]
         wrapped = api.exec_start(exec_id, socket=True)
     except docker.errors.NotFound as error:
         raise SandboxLost(f"the sandbox container vanished ({error}); start a new one") from error

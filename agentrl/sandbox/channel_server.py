@@ -1,13 +1,16 @@
 """The in-container end of the exec channel: a small long-lived server that runs commands on request.
 
 What this is: a standalone, stdlib-only Python 3 program. The host starts it once per container with
-`docker exec -i <container> python3 -I -S -c <this source>` (see `agentrl/sandbox/channel.py`), so any image
-with python3 works and nothing has to be baked into the image. It reads requests on stdin and writes replies
-on stdout, each frame a 4-byte big-endian length followed by that many bytes of UTF-8 JSON; binary payloads
-are base64, except archives: `tar` replies with raw chunk frames (4-byte length + bytes, ended by an empty
-frame) before its JSON status, and `untar` reads such frames right after its request, so a workdir is copied
-without ever being held whole in the container's memory. One request at a time; operations: `exec`,
-`write`, `read`, `tar`, `untar`, `ping`.
+`docker exec -i <container> python3 -I -S -c <this source> [SOCKET TOKEN]` (see `agentrl/sandbox/channel.py`),
+so any image with python3 works and nothing has to be baked into the image. It always says hello on stdout.
+Given SOCKET and TOKEN, it first connects to the host's unix socket at SOCKET (a bind mount of a host
+directory), sends TOKEN and a newline, and from then on speaks over that socket instead of stdin/stdout (one
+kernel hop instead of the engine's attach relay); the hello says which transport it uses and why a connect
+failed. It reads requests and writes replies, each frame a 4-byte big-endian length followed by that many
+bytes of UTF-8 JSON; binary payloads are base64, except archives: `tar` replies with raw chunk frames (4-byte
+length + bytes, ended by an empty frame) before its JSON status, and `untar` reads such frames right after its
+request, so a workdir is copied without ever being held whole in the container's memory. One request at a
+time; operations: `exec`, `write`, `read`, `tar`, `untar`, `ping`.
 
 `exec` runs argv in a new session (its own process group), feeds stdin, keeps at most `limit` head bytes and
 `limit` tail bytes of each output stream while it arrives, and on timeout SIGKILLs every process the command
@@ -29,7 +32,6 @@ import os
 import selectors
 import shutil
 import signal
-import subprocess
 import tarfile
 import time
 from typing import Any
@@ -38,6 +40,14 @@ DRAIN_AFTER_KILL_S = 0.2  # after a timeout kill, read what the pipes still hold
 READ_CHUNK = 65536
 CHUNK_SIZE = 1 << 20  # raw chunk frames of tar streams
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+# what subprocess's restore_signals resets: Python ignores these, a command must start with the defaults
+HOME = os.open(".", os.O_RDONLY | os.O_DIRECTORY)  # close-on-exec; `spawn` returns here after a cwd
+RESET_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
+)
+
+
+IN_FD, OUT_FD = 0, 1  # the transport: stdin/stdout (docker attach), or a connected unix socket (see serve)
 
 
 def read_exact(fd: int, size: int) -> bytes:
@@ -54,14 +64,14 @@ def send(message: dict[str, Any]) -> None:
     body = json.dumps(message, separators=(",", ":")).encode("utf-8")
     data = len(body).to_bytes(4, "big") + body
     while data:
-        data = data[os.write(1, data) :]
+        data = data[os.write(OUT_FD, data) :]
 
 
 def send_raw(data: bytes) -> None:
     """One raw chunk frame (4-byte length + bytes, no JSON); the empty frame ends a stream."""
     view = memoryview(len(data).to_bytes(4, "big") + data)
     while view:
-        view = view[os.write(1, view) :]
+        view = view[os.write(OUT_FD, view) :]
 
 
 def oom_kills() -> int | None:
@@ -176,21 +186,70 @@ def reap_adopted() -> None:
             return
 
 
-def pump(
-    proc: subprocess.Popen[bytes], stdin: bytes, deadline: float, limit: int
-) -> tuple[Capture, Capture, bool]:
+class Child:
+    """A spawned command: its pid and the host ends of its pipes (stdin is None when it reads /dev/null)."""
+
+    def __init__(self, pid: int, stdin: int | None, stdout: int, stderr: int) -> None:
+        self.pid, self.stdin, self.stdout, self.stderr = pid, stdin, stdout, stderr
+
+    def close(self) -> None:
+        for fd in (self.stdin, self.stdout, self.stderr):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+def spawn(argv: list[str], env: dict[str, str], cwd: str | None, with_stdin: bool) -> Child:
+    """Start argv in a new session with piped stdout/stderr (and stdin) through `os.posix_spawn`.
+
+    glibc's posix_spawn is a vfork-style clone + exec, several times cheaper than subprocess.Popen's
+    fork_exec path with its error pipe; an exec failure still raises OSError here. posix_spawn has no cwd
+    argument in Python, and the server is single-threaded, so it changes directory around the spawn.
+    The child gets a fresh environment mapping, the default SIGPIPE/SIGXFSZ dispositions and its own session.
+    Pipe ends are close-on-exec (PEP 446), so the child keeps only the three it gets by dup2."""
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    in_read, in_write = os.pipe() if with_stdin else (-1, None)
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_DUP2, out_write, 1),
+        (os.POSIX_SPAWN_DUP2, err_write, 2),
+    ]
+    if with_stdin:
+        actions.insert(0, (os.POSIX_SPAWN_DUP2, in_read, 0))
+    else:
+        actions.insert(0, (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
+    try:
+        if cwd:
+            os.chdir(cwd)
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS)
+    except BaseException:
+        for fd in (out_read, err_read, in_write):
+            if fd is not None:
+                os.close(fd)
+        raise
+    finally:
+        if cwd:
+            os.fchdir(HOME)  # the server's own directory, even if a command has since removed it
+        for fd in (out_write, err_write, in_read):
+            if fd >= 0:
+                os.close(fd)
+    return Child(pid, in_write, out_read, err_read)
+
+
+def pump(child: Child, stdin: bytes, deadline: float, limit: int) -> tuple[Capture, Capture, bool]:
     """Feed stdin and read stdout/stderr until the command has exited and both pipes closed, or until
     `deadline` (then kill its session and drain briefly); returns (stdout, stderr, timed_out). Once the
     command exits, pipes still held open by a background child get `DRAIN_AFTER_KILL_S` more."""
-    assert proc.stdout is not None and proc.stderr is not None
-    captures = {proc.stdout.fileno(): Capture(limit), proc.stderr.fileno(): Capture(limit)}
+    captures = {child.stdout: Capture(limit), child.stderr: Capture(limit)}
     selector = selectors.DefaultSelector()
     for fd in captures:
         selector.register(fd, selectors.EVENT_READ)
-    if proc.stdin is not None:
-        os.set_blocking(proc.stdin.fileno(), False)
-        selector.register(proc.stdin, selectors.EVENT_WRITE)
-    pidfd = os.pidfd_open(proc.pid)  # readable once the command exits: no polling, no sleeps
+    if child.stdin is not None:
+        os.set_blocking(child.stdin, False)
+        selector.register(child.stdin, selectors.EVENT_WRITE)
+    pidfd = os.pidfd_open(child.pid)  # readable once the command exits: no polling, no sleeps
     selector.register(pidfd, selectors.EVENT_READ)
     exited = timed_out = False
     while not exited or any(fd in selector.get_map() for fd in captures):
@@ -199,7 +258,7 @@ def pump(
             break
         if left <= 0:
             timed_out = True
-            kill_session(proc.pid)
+            kill_session(child.pid)
             deadline = time.monotonic() + DRAIN_AFTER_KILL_S
             continue
         for key, _ in selector.select(left):
@@ -207,8 +266,8 @@ def pump(
                 exited = True
                 selector.unregister(pidfd)
                 deadline = min(deadline, time.monotonic() + DRAIN_AFTER_KILL_S)
-            elif key.fileobj is proc.stdin:
-                stdin = _write_some(proc, selector, stdin)
+            elif key.fd == child.stdin:
+                stdin = _write_some(child, selector, stdin)
             else:
                 chunk = os.read(key.fd, READ_CHUNK)
                 if chunk:
@@ -217,63 +276,68 @@ def pump(
                     selector.unregister(key.fd)
     selector.close()
     os.close(pidfd)
-    return captures[proc.stdout.fileno()], captures[proc.stderr.fileno()], timed_out
+    return captures[child.stdout], captures[child.stderr], timed_out
 
 
-def _write_some(proc: subprocess.Popen[bytes], selector: selectors.BaseSelector, data: bytes) -> bytes:
-    assert proc.stdin is not None
+def _write_some(child: Child, selector: selectors.BaseSelector, data: bytes) -> bytes:
+    assert child.stdin is not None
     try:
-        data = data[os.write(proc.stdin.fileno(), data[:READ_CHUNK]) :]
+        data = data[os.write(child.stdin, data[:READ_CHUNK]) :]
     except BrokenPipeError:
         data = b""
     if not data:
-        selector.unregister(proc.stdin)
-        proc.stdin.close()
+        selector.unregister(child.stdin)
+        os.close(child.stdin)
+        child.stdin = None
     return data
+
+
+def resolve(program: str, path: str | None) -> str:
+    """The executable posix_spawn needs: `program` itself when it has a slash, else the first match on
+    PATH (resolving here is much cheaper than letting the child try each directory), else `program`, which
+    then fails with ENOENT like a shell would."""
+    if "/" in program:
+        return program
+    return shutil.which(program, path=path) or program
+
+
+def failed_spawn(error: OSError, program: str, started: float, limit: int) -> dict[str, Any]:
+    """The reply for a command that could not start: 127 (not found) or 126 (not executable), like sh."""
+    failed = Capture(limit)
+    failed.feed(f"{error.filename or program}: {error.strerror}\n".encode())
+    return {
+        "ok": True,
+        "exit": 127 if isinstance(error, FileNotFoundError) else 126,
+        "timed_out": False,
+        "oom": False,
+        "duration": time.monotonic() - started,
+        "out": Capture(0).wire(),
+        "err": failed.wire(),
+    }
 
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
     stdin = base64.b64decode(request["stdin"]) if request.get("stdin") is not None else None
     env = {**os.environ, **(request.get("env") or {})}
     argv = list(request["argv"])
-    # resolving the PATH here is much cheaper than letting the child try each directory (~3 ms vs ~0.6 ms)
-    argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0] if "/" not in argv[0] else argv[0]
+    argv[0] = resolve(argv[0], env.get("PATH"))
     oom_before = oom_kills()
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=request.get("cwd"),
-            env=env,
-            start_new_session=True,
-        )
+        child = spawn(argv, env, request.get("cwd"), stdin is not None)
     except OSError as error:
-        failed = Capture(request["limit"])
-        failed.feed(f"{error.filename or argv[0]}: {error.strerror}\n".encode())
-        code = 127 if isinstance(error, FileNotFoundError) else 126
-        return {
-            "ok": True,
-            "exit": code,
-            "timed_out": False,
-            "oom": False,
-            "duration": time.monotonic() - started,
-            "out": Capture(0).wire(),
-            "err": failed.wire(),
-        }
-    deadline = started + request["timeout"]
-    stdout, stderr, timed_out = pump(proc, stdin or b"", deadline, request["limit"])
-    if timed_out:
-        kill_session(proc.pid)  # stragglers that appeared while draining
-    returncode = proc.wait()
+        return failed_spawn(error, argv[0], started, request["limit"])
+    try:
+        deadline = started + request["timeout"]
+        stdout, stderr, timed_out = pump(child, stdin or b"", deadline, request["limit"])
+        if timed_out:
+            kill_session(child.pid)  # stragglers that appeared while draining
+        returncode = os.waitstatus_to_exitcode(os.waitpid(child.pid, 0)[1])
+    finally:
+        child.close()
     reap_adopted()
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None and not stream.closed:
-            stream.close()
-    oom_after = oom_kills()
     killed = returncode == -signal.SIGKILL
+    oom_after = oom_kills() if killed else None  # only a SIGKILL can be the OOM killer's
     oom = (oom_after > oom_before) if oom_before is not None and oom_after is not None else killed
     return {
         "ok": True,
@@ -326,11 +390,11 @@ class ChunkReader:
 
     def read(self, size: int = -1) -> bytes:
         while not self.done and (size < 0 or len(self.buffer) < size):
-            length = int.from_bytes(read_exact(0, 4), "big")
+            length = int.from_bytes(read_exact(IN_FD, 4), "big")
             if length == 0:
                 self.done = True
             else:
-                self.buffer += read_exact(0, length)
+                self.buffer += read_exact(IN_FD, length)
         size = len(self.buffer) if size < 0 else size
         data = bytes(self.buffer[:size])
         del self.buffer[:size]
@@ -373,12 +437,37 @@ def untar(request: dict[str, Any]) -> dict[str, Any]:
 OPERATIONS = {"exec": run, "write": write, "read": read, "tar": tar, "untar": untar}
 
 
-def serve() -> None:
+def connect_host(path: str, token: str) -> int:
+    """Connect to the host's rendezvous socket and authenticate; returns the connected fd (close-on-exec,
+    so commands never inherit it). Raises OSError when the socket cannot be reached."""
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        sock.sendall(token.encode("ascii") + b"\n")
+    except OSError:
+        sock.close()
+        raise
+    return sock.detach()
+
+
+def serve(arguments: list[str]) -> None:
+    global IN_FD, OUT_FD
     become_subreaper()
-    send({"ok": True, "hello": 1, "pid": os.getpid()})
+    hello: dict[str, Any] = {"ok": True, "hello": 1, "pid": os.getpid(), "transport": "attach"}
+    if len(arguments) >= 2:
+        try:
+            fd = connect_host(arguments[0], arguments[1])
+            hello["transport"] = "socket"
+        except OSError as error:
+            hello["socket_error"] = f"{type(error).__name__}: {error}"
+    send(hello)  # always on stdout, so the host learns the transport over the channel it already has
+    if hello["transport"] == "socket":
+        IN_FD = OUT_FD = fd
     while True:
         try:
-            request = json.loads(read_exact(0, int.from_bytes(read_exact(0, 4), "big")))
+            request = json.loads(read_exact(IN_FD, int.from_bytes(read_exact(IN_FD, 4), "big")))
         except EOFError:
             return  # the host closed the channel
         operation = OPERATIONS.get(request.get("op"))
@@ -392,4 +481,6 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    import sys
+
+    serve(sys.argv[1:])

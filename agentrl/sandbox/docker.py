@@ -18,7 +18,10 @@ Every exec is logged at DEBUG and kept in `sandbox.exec_log` [15]; `SandboxConfi
 to gVisor where installed [16].
 
 Commands go through `ExecChannel` (`channel.py`): one `docker exec` per container at start, then a socket
-round trip per command instead of a fresh `docker exec` (~71 ms here).
+round trip per command instead of a fresh `docker exec` (~71 ms here). With a local engine the round trip
+skips the engine too: the only bind mount a sandbox ever gets is its own read-only rendezvous directory, whose
+unix socket is unlinked as soon as the channel's server has connected with its one-time token
+(`SandboxConfig.channel`).
 
 Time [8] has three bounds: per command, per episode (`episode_budget_s`, off by default: exec time since the
 sandbox was started or handed out by the pool) and the container TTL.
@@ -48,7 +51,15 @@ import docker.errors
 
 from agentrl.errors import SandboxFileError, SandboxLost, SandboxUnavailable
 from agentrl.sandbox.base import ExecLogEntry, ExecResult, StartClose, truncation_marker
-from agentrl.sandbox.channel import ExecChannel, capture_from_wire
+from agentrl.sandbox.channel import (
+    ExecChannel,
+    Rendezvous,
+    capture_from_wire,
+    pid_exists,
+    reap_rendezvous_dirs,
+    remember_socket_failure,
+    socket_transport_possible,
+)
 from agentrl.sandbox.limits import SandboxConfig
 
 logger = logging.getLogger(__name__)
@@ -72,8 +83,11 @@ def docker_client() -> docker.DockerClient:
     return client
 
 
-def container_options(config: SandboxConfig, labels: Mapping[str, str]) -> dict[str, Any]:
-    """The hardened `containers.create` keyword arguments for `config`; pure."""
+def container_options(
+    config: SandboxConfig, labels: Mapping[str, str], rendezvous: Rendezvous | None = None
+) -> dict[str, Any]:
+    """The hardened `containers.create` keyword arguments for `config` (plus the read-only bind mount of
+    the exec channel's rendezvous directory, if any); pure."""
     tmpfs_options = f"rw,nosuid,nodev,size={config.tmpfs_size}"
     uid, _, gid = config.user.partition(":")
     options: dict[str, Any] = {
@@ -101,7 +115,24 @@ def container_options(config: SandboxConfig, labels: Mapping[str, str]) -> dict[
     }
     if config.runtime is not None:
         options["runtime"] = config.runtime
+    if rendezvous is not None:
+        options["mounts"] = [rendezvous.mount()]
     return options
+
+
+def channel_rendezvous(config: SandboxConfig) -> Rendezvous | None:
+    """A rendezvous for the `socket` transport when the config asks for it and this host allows it; None
+    means `attach`. `SandboxUnavailable` if the config demands `socket` where it cannot work."""
+    if config.channel == "attach":
+        return None
+    reason = socket_transport_possible(config.runtime)
+    if reason is None:
+        return Rendezvous()
+    if config.channel == "socket":
+        raise SandboxUnavailable(
+            f"sandbox channel 'socket' cannot work here: {reason}; use 'auto' or 'attach'"
+        )
+    return None
 
 
 class DockerSandbox(StartClose):
@@ -120,6 +151,7 @@ class DockerSandbox(StartClose):
         self._client = client
         self._container: Any = None
         self._channel: ExecChannel | None = None
+        self._rendezvous: Rendezvous | None = None
 
     @property
     def container_id(self) -> str:
@@ -132,15 +164,16 @@ class DockerSandbox(StartClose):
         if self._container is not None:
             return
         self._client = self._client or docker_client()
+        self._rendezvous = channel_rendezvous(self.config)
         try:
-            self._container = self._client.containers.run(
-                self.config.image, **container_options(self.config, self.labels)
-            )
+            self._container = self._create_container()
         except docker.errors.ImageNotFound as error:
+            self.close()
             raise SandboxUnavailable(
                 f"sandbox image {self.config.image!r} is missing; {SETUP_HINT}"
             ) from error
         except docker.errors.APIError as error:
+            self.close()
             raise SandboxUnavailable(
                 f"could not start a sandbox container ({error}); {SETUP_HINT}"
             ) from error
@@ -151,11 +184,47 @@ class DockerSandbox(StartClose):
                 self.config.user,
                 self.config.workdir,
                 self.config.start_timeout_s,
+                self._rendezvous,
             )
+            self._check_transport(self._channel)
         except BaseException:  # a container without a working channel is useless: never leave it behind
             self.close()
             raise
         self.started_at = time.monotonic()
+
+    def _create_container(self) -> Any:
+        """Run the container; in `auto` mode a bind mount the engine refuses (it does not share our
+        filesystem) means `attach` for this and every later sandbox of this process."""
+        assert self._client is not None
+        try:
+            return self._client.containers.run(
+                self.config.image, **container_options(self.config, self.labels, self._rendezvous)
+            )
+        except docker.errors.APIError as error:
+            if self._rendezvous is None or self.config.channel != "auto" or "bind" not in str(error):
+                raise
+            remember_socket_failure(f"the engine refused the rendezvous bind mount ({error})")
+            logger.warning("sandbox channels use attach: the engine cannot bind-mount our paths (%s)", error)
+            self._rendezvous.close()
+            self._rendezvous = None
+            return self._client.containers.run(
+                self.config.image, **container_options(self.config, self.labels)
+            )
+
+    @property
+    def transport(self) -> str:
+        """The exec channel's transport: "socket" or "attach" (see `SandboxConfig.channel`)."""
+        return self._live_channel().transport
+
+    def _check_transport(self, channel: ExecChannel) -> None:
+        """A socket the server could not reach: an error when the config demands it, else a warning."""
+        if self._rendezvous is None or channel.transport == "socket":
+            return
+        reason = f"the server could not connect to the rendezvous socket ({channel.socket_error})"
+        if self.config.channel == "socket":
+            raise SandboxUnavailable(f"sandbox channel 'socket' failed: {reason}; use 'auto' or 'attach'")
+        remember_socket_failure(reason)
+        logger.warning("sandbox %s uses the slower attach channel: %s", self.container_id[:12], reason)
 
     def exec(
         self,
@@ -270,6 +339,9 @@ class DockerSandbox(StartClose):
         channel, self._channel = self._channel, None
         if channel is not None:
             channel.close()
+        rendezvous, self._rendezvous = self._rendezvous, None
+        if rendezvous is not None:
+            rendezvous.close()
         container, self._container = self._container, None
         if container is None:
             return
@@ -353,8 +425,9 @@ def reap_orphans(service: str | None = DEFAULT_SERVICE, client: docker.DockerCli
     removed = 0
     for entry in labelled_containers({SERVICE_LABEL: service} if service else {SERVICE_LABEL: ""}, client):
         owner_host, _, pid = (entry.get("Labels") or {}).get(OWNER_LABEL, "").rpartition(":")
-        if owner_host == host and pid.isdigit() and not _process_exists(int(pid)):
+        if owner_host == host and pid.isdigit() and not pid_exists(int(pid)):
             removed += _remove(client, entry["Id"])
+    reap_rendezvous_dirs()
     return removed
 
 
@@ -368,13 +441,3 @@ def _remove(client: docker.DockerClient, container_id: str) -> int:
             return 0
         raise
     return 1
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

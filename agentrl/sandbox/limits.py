@@ -1,13 +1,18 @@
 """Resource and isolation limits of one sandbox container, as a typed config.
 
 What this is: the single place where every sandbox default lives (image, CPU, memory, pids, tmpfs size,
-per-command time, output and file-read caps, network, runtime, user, container TTL). What this is not:
+per-command time, output and file-read caps, network, runtime, user, container TTL, exec-channel
+transport). What this is not:
 the code that enforces them (`agentrl/sandbox/docker.py`) or a per-task override mechanism.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from agentrl.errors import ConfigError
+
+CHANNEL_TRANSPORTS = ("auto", "socket", "attach")
 
 
 @dataclass(frozen=True)
@@ -29,3 +34,13 @@ class SandboxConfig:
     workdir: str = "/work"
     ttl_s: int = 3600  # the container's keep-alive process exits after this, so leaks end on their own
     start_timeout_s: float = 30.0  # how long to wait for the exec channel's server to say hello
+    # exec-channel transport (agentrl/sandbox/channel.py): "socket" (a unix socket bind-mounted from this
+    # host; needs a local engine and runc), "attach" (through the engine; works anywhere), or "auto":
+    # socket where possible, else attach (a failed socket connect falls back to attach with a warning)
+    channel: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.channel not in CHANNEL_TRANSPORTS:
+            raise ConfigError(
+                f"sandbox channel must be one of {', '.join(CHANNEL_TRANSPORTS)}, got {self.channel!r}"
+            )

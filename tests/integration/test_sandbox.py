@@ -15,9 +15,20 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from agentrl.errors import SandboxFileError, SandboxLost, SandboxUnavailable
+from agentrl.errors import ConfigError, SandboxFileError, SandboxLost, SandboxUnavailable
 from agentrl.sandbox.base import OutputCapture, truncate_output, truncation_marker
-from agentrl.sandbox.channel import capture_from_wire, frame, split_docker_frames, take_frame, take_message
+from agentrl.sandbox.channel import (
+    CHANNEL_MOUNT,
+    RENDEZVOUS_PREFIX,
+    Rendezvous,
+    capture_from_wire,
+    frame,
+    reap_rendezvous_dirs,
+    socket_transport_possible,
+    split_docker_frames,
+    take_frame,
+    take_message,
+)
 from agentrl.sandbox.docker import (
     OWNER_LABEL,
     SERVICE_LABEL,
@@ -107,6 +118,60 @@ def test_container_options_are_hardened() -> None:
     assert container_options(SandboxConfig(runtime="runsc"), {})["runtime"] == "runsc"
 
 
+def test_the_only_mount_is_the_read_only_rendezvous() -> None:
+    rendezvous = Rendezvous()
+    try:
+        (mount,) = container_options(SandboxConfig(), {}, rendezvous)["mounts"]
+        assert mount["Type"] == "bind" and mount["ReadOnly"] and mount["Target"] == CHANNEL_MOUNT
+        assert mount["Source"] == rendezvous.directory and os.listdir(rendezvous.directory) == []
+    finally:
+        rendezvous.close()
+    assert not os.path.exists(rendezvous.directory)
+
+
+def test_an_unknown_channel_transport_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="auto, socket, attach"):
+        SandboxConfig(channel="tcp")
+
+
+def test_the_socket_transport_needs_a_local_engine_and_runc(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:2375")
+    assert "remote" in str(socket_transport_possible(None))
+    monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/docker.sock")
+    assert "runsc" in str(socket_transport_possible("runsc"))
+    assert socket_transport_possible(None) is None
+
+
+def test_the_rendezvous_accepts_only_its_token_then_stops_listening() -> None:
+    rendezvous = Rendezvous()
+    try:
+        in_container_path, token = rendezvous.server_arguments()
+        assert in_container_path == f"{CHANNEL_MOUNT}/s" and len(token) == 32
+        impostor, ours = socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)
+        impostor.connect(rendezvous.path)
+        impostor.sendall(b"0" * 32 + b"\n")
+        ours.connect(rendezvous.path)
+        ours.sendall(token.encode() + b"\n")
+        accepted = rendezvous.accept(5.0)
+        assert not os.path.exists(rendezvous.path)  # unlinked: nothing can connect any more
+        ours.sendall(b"ping")
+        assert accepted.recv(4) == b"ping"
+        assert impostor.recv(1) == b""  # closed by the host
+        for sock in (accepted, impostor, ours):
+            sock.close()
+    finally:
+        rendezvous.close()
+
+
+def test_rendezvous_dirs_of_dead_processes_are_reaped(tmp_path: os.PathLike) -> None:
+    dead = os.path.join(tmp_path, f"{RENDEZVOUS_PREFIX}{2**22 + 12345}-abc")  # above pid_max's default
+    alive = os.path.join(tmp_path, f"{RENDEZVOUS_PREFIX}{os.getpid()}-abc")
+    os.mkdir(dead)
+    os.mkdir(alive)
+    assert reap_rendezvous_dirs(str(tmp_path)) == 1
+    assert not os.path.exists(dead) and os.path.exists(alive)
+
+
 # --- against the engine ---
 
 
@@ -155,7 +220,10 @@ def test_the_container_is_hardened(sandbox: DockerSandbox, session: str) -> None
     assert host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"] and not host["Privileged"]
     assert host["SecurityOpt"] == ["no-new-privileges"] and host["NetworkMode"] == "none"
     assert host["Memory"] == host["MemorySwap"] == 256 * 2**20 and host["PidsLimit"] == 64
-    assert not host["Binds"] and not _container(sandbox)["Mounts"]
+    assert not host["Binds"]
+    (mount,) = _container(sandbox)["Mounts"]  # the rendezvous directory, empty once the channel is up
+    assert mount["Destination"] == CHANNEL_MOUNT and not mount["RW"] and sandbox.transport == "socket"
+    assert sandbox.exec(f"ls -A {CHANNEL_MOUNT}").stdout == ""
     labels = _container(sandbox)["Config"]["Labels"]
     assert labels[SESSION_LABEL] == session and SERVICE_LABEL in labels
 
@@ -357,6 +425,23 @@ def test_killing_every_process_ends_the_sandbox_with_sandbox_lost(sandbox: Docke
     assert time.monotonic() - started < 5
     with pytest.raises(SandboxLost):
         sandbox.exec("true")
+
+
+@pytest.mark.docker
+def test_the_attach_transport_still_works(session: str) -> None:
+    config = SandboxConfig(channel="attach", command_timeout_s=1.0)
+    with DockerSandbox(config, {SESSION_LABEL: session}) as sandbox:
+        assert sandbox.transport == "attach" and not _container(sandbox)["Mounts"]
+        assert sandbox.exec("echo hi; exit 3").exit_code == 3
+        sandbox.write_file("/work/a.txt", "x" * 100_000)
+        assert sandbox.read_file("/work/a.txt") == "x" * 65536 + truncation_marker(100_000 - 65536)
+        assert sandbox.exec("sleep 5").timed_out and sandbox.exec("echo ok").stdout == "ok\n"
+
+
+@pytest.mark.docker
+def test_demanding_the_socket_transport_where_it_cannot_work_is_refused() -> None:
+    with pytest.raises(SandboxUnavailable, match="cannot work here"):
+        DockerSandbox(SandboxConfig(channel="socket", runtime="runsc")).start()
 
 
 @pytest.mark.docker

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from agentrl.sandbox.channel import CHANNEL_MOUNT
 from agentrl.sandbox.docker import OWNER_LABEL, DockerSandbox, labelled_containers, owner, reap
 from agentrl.sandbox.limits import SandboxConfig
 from agentrl.sandbox.pool import PoolConfig, SandboxPool
@@ -128,7 +129,12 @@ def test_the_docker_socket_is_not_reachable(pool: SandboxPool, sandbox: DockerSa
     )
     assert "FOUND" not in result.stdout and result.stdout.strip() == "0"
     inspect = docker.from_env().api.inspect_container(sandbox.container_id)
-    assert not inspect["Mounts"] and not inspect["HostConfig"]["Binds"]
+    assert not inspect["HostConfig"]["Binds"]
+    # the one mount is the exec channel's read-only rendezvous directory, whose socket is already gone
+    expected = [(CHANNEL_MOUNT, False)] if sandbox.transport == "socket" else []
+    assert [(mount["Destination"], mount["RW"]) for mount in inspect["Mounts"]] == expected
+    probe = sandbox.exec(f"ls -A {CHANNEL_MOUNT}; touch {CHANNEL_MOUNT}/x")
+    assert probe.stdout == "" and probe.exit_code != 0
     assert_healthy(pool, sandbox)
 
 
