@@ -136,6 +136,37 @@ def group_normalise(
     return centred * factor[groups]
 
 
+def runs_normalise(
+    values: np.ndarray, starts: np.ndarray, mode: NormMode, eps: float = STD_EPS, unbiased: bool = True
+) -> np.ndarray:
+    """`group_normalise` for values already ordered by group: `starts` [N] bool marks each group's first
+    row (starts[0] must be True), so every group is one contiguous run. Same results as `group_normalise`
+    (up to the order of floating-point summation), but its segment labels are non-decreasing, so every
+    bincount and gather walks memory in order."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return values.copy()
+    first = np.flatnonzero(starts)
+    counts = np.diff(first, append=values.size).astype(np.float64)
+    segment = np.cumsum(starts)
+    segment -= 1
+    means: np.ndarray = np.bincount(segment, weights=values)
+    means /= counts
+    deviation = means[segment]  # scratch arrays are reused in place: fresh 1M-row arrays cost page faults
+    np.subtract(values, deviation, out=deviation)
+    # all members equal <=> no two neighbours inside a run differ; counted by a running sum read at run ends
+    steps_up = np.empty(values.size, dtype=np.int64)
+    steps_up[0] = 0
+    np.cumsum((values[1:] != values[:-1]) & ~starts[1:], out=steps_up[1:])
+    unequal = steps_up[np.append(first[1:] - 1, values.size - 1)] - steps_up[first]
+    factor = np.where((counts < 2) | (unequal == 0), 0.0, 1.0)
+    if mode == "mean_std_norm":
+        squared = np.bincount(segment, weights=np.square(deviation), minlength=counts.size)
+        factor /= np.sqrt(squared / np.maximum(counts - (1.0 if unbiased else 0.0), 1.0)) + eps
+    deviation *= factor[segment]
+    return deviation
+
+
 def _leave_one_out_mean(
     values: np.ndarray, groups: np.ndarray, counts: np.ndarray, sums: np.ndarray
 ) -> np.ndarray:

@@ -12,13 +12,19 @@ items whose value is exactly 0 are dropped (singletons and all-equal groups give
     A = sum_k w_k a_k / (sum_k w_k + 1e-6),   w_k = (k+1)^alpha,   no item left -> A = 0.
 
 `base_group=True` adds the GRPO episode term (population std, same `mode`) as level k = 0, weight 1.
-History ids are built level by level: id_k(t) = dense(id_{k-1}(t-1), state id(t)), one `np.unique` per level.
+Speed: one sort serves every level. Each step gets the key (task group, s_t, s_{t-1}, ..., s_{t-K}), states
+as small local indices within their group (0 where the history is shorter), packed into one int64 with the
+row number; after one `np.sort` the level-k groups are the runs of equal k-state prefixes, and each level's
+statistics are sequential segment reductions over those runs (`runs_normalise`). When the packed key would
+not fit in 63 bits (huge groups or batches), history ids are built level by level instead:
+id_k(t) = dense(id_{k-1}(t-1), state id(t)), one sort per level (`history_levels`).
 
 What this is not: the prompt builder that shows the agent its last K turns (K here must match it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,11 +34,13 @@ from agentrl.credit.common import (
     EPISODE_STATS,
     NORM_MODES,
     STD_EPS,
+    NormMode,
     apply_invalid_penalty,
     check_choice,
     discounted_returns,
     episode_advantages,
     group_normalise,
+    runs_normalise,
 )
 from agentrl.credit.segments import combine_ids, step_state_ids
 from agentrl.errors import ConfigError
@@ -73,17 +81,98 @@ def hgpo(batch: StepBatch, config: HGPOConfig) -> np.ndarray:
     """[S] float: the weighted mean of the non-zero level advantages of each step."""
     rewards = apply_invalid_penalty(batch.rewards, batch.valid, config.invalid_penalty)
     step_returns = discounted_returns(batch, rewards, config.gamma)
-    weighted = np.zeros(batch.num_steps)
+    histories = history_sort(batch, config.history + 1)
+    if histories is None:
+        order = np.arange(batch.num_steps)
+        levels = _levels_by_ids(batch, step_returns, config)
+    else:
+        order, starts_by_level = histories
+        levels = _levels_by_runs(step_returns[order], batch.step[order], starts_by_level, config.mode)
+    weighted = np.zeros(batch.num_steps)  # rows in `order`
     weights = np.zeros(batch.num_steps)
     if config.base_group:
         level_zero = episode_advantages(batch, rewards, config.mode, config.episode_stats, unbiased=False)
-        _accumulate(weighted, weights, level_zero, 1.0)
+        _accumulate(weighted, weights, slice(None), level_zero[order], 1.0)
+    for level, (rows, values) in enumerate(levels, start=1):
+        _accumulate(weighted, weights, rows, values, (level + 1.0) ** config.alpha)
+    advantages = np.empty(batch.num_steps)
+    advantages[order] = weighted / (weights + STD_EPS)
+    return advantages
+
+
+Rows = slice | np.ndarray
+
+
+def _levels_by_runs(
+    returns: np.ndarray, steps: np.ndarray, starts_by_level: list[np.ndarray], mode: NormMode
+) -> Iterator[tuple[Rows, np.ndarray]]:
+    """Per level, (rows, their advantages) over sorted rows: only rows of runs of >= 2 steps whose history
+    is long enough (the others are 0); short-history steps only ever share runs with each other."""
+    for level, starts in enumerate(starts_by_level, start=1):
+        ends = np.empty_like(starts)
+        ends[:-1] = starts[1:]
+        ends[-1] = True
+        shared = ~(starts & ends)
+        if level > 1:
+            shared &= steps >= level - 1
+        rows = np.flatnonzero(shared)
+        yield rows, runs_normalise(returns[rows], starts[rows], mode, unbiased=False)
+
+
+def _levels_by_ids(
+    batch: StepBatch, returns: np.ndarray, config: HGPOConfig
+) -> Iterator[tuple[Rows, np.ndarray]]:
+    """Per level, (all rows, their advantages) from dense history ids (the path for huge key ranges)."""
     for level, history_ids in enumerate(history_levels(batch, config.history + 1), start=1):
-        values = group_normalise(step_returns, history_ids, config.mode, unbiased=False)
+        values = group_normalise(returns, history_ids, config.mode, unbiased=False)
         if level > 1:
             values[batch.step < level - 1] = 0.0  # too short a history: no level-k group
-        _accumulate(weighted, weights, values, (level + 1.0) ** config.alpha)
-    return weighted / (weights + STD_EPS)
+        yield slice(None), values
+
+
+def history_sort(batch: StepBatch, max_level: int) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """One sort for levels 1 .. max_level: (order [S], per level [S] bool marking where a level-k group
+    starts in that order), or None when the packed key needs more than 63 bits.
+
+    The key of step t is (task group, s_t, s_{t-1}, ..., s_{t-max_level+1}) with each state as its index
+    within its group plus one (0: before the episode's start), so equal k-state histories of one group have
+    equal k-prefixes and sort next to each other. Steps with t < k-1 have a 0 in their k-prefix: they only
+    ever group with each other, and callers drop their level-k values.
+    """
+    steps = batch.num_steps
+    if steps == 0:
+        return None
+    state = step_state_ids(batch)[0]
+    group = batch.group[batch.episode]
+    lowest = np.full(int(batch.group.max()) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(lowest, group, state)
+    local = state - lowest[group]
+    local += 1  # state ids are unique batch-wide, so this is injective within a group; 0 means "no state"
+    width = int(local.max()).bit_length()
+    group_bits = max(int(lowest.size - 1).bit_length(), 1)
+    row_bits = steps.bit_length()
+    if group_bits + max_level * width + row_bits > 63:
+        return None
+    key = group.astype(np.int64)  # built in place: at 1M steps every fresh array costs page faults
+    for back in range(max_level):
+        key <<= width
+        key[back:] |= local[: steps - back]
+        crossed = back + np.flatnonzero(
+            batch.step[back:] < back
+        )  # the row `back` earlier is another episode's
+        key[crossed] &= ~((1 << width) - 1)
+    key <<= row_bits
+    key |= np.arange(steps, dtype=np.int64)
+    key.sort()
+    order = key & ((1 << row_bits) - 1)
+    changed = key[1:] ^ key[:-1]  # >= 2^b exactly where the bits above b differ (keys are non-negative)
+    starts_by_level = []
+    for level in range(1, max_level + 1):
+        starts = np.empty(steps, dtype=bool)
+        starts[0] = True
+        np.greater_equal(changed, 1 << ((max_level - level) * width + row_bits), out=starts[1:])
+        starts_by_level.append(starts)
+    return order, starts_by_level
 
 
 def history_levels(batch: StepBatch, max_level: int) -> list[np.ndarray]:
@@ -106,7 +195,10 @@ def history_levels(batch: StepBatch, max_level: int) -> list[np.ndarray]:
     return levels
 
 
-def _accumulate(weighted: np.ndarray, weights: np.ndarray, values: np.ndarray, weight: float) -> None:
-    """Add `weight * value` and `weight` where the value is non-zero (zero items are dropped)."""
-    weighted += weight * values
-    weights += weight * (values != 0.0)
+def _accumulate(
+    weighted: np.ndarray, weights: np.ndarray, rows: Rows, values: np.ndarray, weight: float
+) -> None:
+    """Add `weight * value` and `weight` at `rows` where the value is non-zero (zero items are dropped)."""
+    weights[rows] += np.where(values != 0.0, weight, 0.0)
+    values *= weight
+    weighted[rows] += values

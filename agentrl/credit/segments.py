@@ -71,7 +71,9 @@ def dense_ids(values: np.ndarray) -> np.ndarray:
     if limit <= PRESENCE_TABLE_FACTOR * values.size + 1024:
         present = np.zeros(limit, dtype=bool)
         present[values] = True
-        return (np.cumsum(present) - 1)[values]
+        ranks = np.cumsum(present)
+        ranks -= 1  # in place: a fresh 1M-row array costs page faults
+        return ranks[values]
     index_bits = int(values.size).bit_length()
     if limit.bit_length() + index_bits <= 62:
         return _ranks_by_packed_sort(values, index_bits)
@@ -93,8 +95,18 @@ def _ranks_by_packed_sort(values: np.ndarray, index_bits: int) -> np.ndarray:
 
 def state_ids(batch: StepBatch) -> np.ndarray:
     """[S + E] int ids of every entry of `batch.states`, grouped by task group (see the module docstring)."""
-    state_groups = np.repeat(batch.group, batch.lengths + 1)
-    return group_key_ids(batch.state_codes, state_groups)
+    return group_key_ids(batch.state_codes, state_groups(batch))
+
+
+def state_groups(batch: StepBatch) -> np.ndarray:
+    """[S + E] int: the task group of every entry of `batch.states` (episode i owns T_i + 1 of them).
+
+    Scatters each step's episode to the row of its state, plus each episode's final state, then gathers
+    the groups: several times faster than `np.repeat` with per-episode counts at 1M rows."""
+    episode_of_state = np.empty(batch.num_steps + batch.num_episodes, dtype=np.int64)
+    episode_of_state[np.arange(batch.num_steps) + batch.episode] = batch.episode
+    episode_of_state[np.cumsum(batch.lengths + 1) - 1] = np.arange(batch.num_episodes)
+    return batch.group[episode_of_state]
 
 
 def step_state_ids(batch: StepBatch) -> tuple[np.ndarray, np.ndarray]:

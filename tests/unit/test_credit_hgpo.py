@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
 from agentrl.credit import estimate_records, records_to_batch
 from agentrl.credit.hgpo import history_levels
 from agentrl.errors import ConfigError
+
+hgpo_module = importlib.import_module("agentrl.credit.hgpo")  # the package re-exports a function `hgpo`
 
 
 def episode(states: str, rewards: list[float], group: object = 0, **extra: object) -> dict:
@@ -98,3 +102,29 @@ def test_invalid_penalty() -> None:
 def test_bad_history() -> None:
     with pytest.raises(ConfigError, match="history"):
         estimate_records("hgpo", EXAMPLE_H1, history=-1)
+
+
+@pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_one_sort_path_equals_the_level_by_level_path(
+    mode: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random groups with revisited states, short episodes, invalid steps and unknown (None) states."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for group in range(6):
+        for _ in range(int(rng.integers(1, 6))):
+            length = int(rng.integers(1, 9))
+            states: list[object] = [f"s{int(value)}" for value in rng.integers(0, 4, size=length + 1)]
+            if rng.random() < 0.2:
+                states[int(rng.integers(0, length + 1))] = None
+            rewards = [float(value) for value in rng.integers(0, 3, size=length) / 2]
+            valid = [bool(value) for value in rng.random(length) > 0.1]
+            records.append(episode(states, rewards, group=group, valid=valid))  # type: ignore[arg-type]
+    options = {"gamma": 0.9, "history": 2, "mode": mode, "base_group": bool(seed % 2)}
+    assert hgpo_module.history_sort(records_to_batch(records), 3) is not None
+    fast = estimate_records("hgpo", records, **options)
+    monkeypatch.setattr(hgpo_module, "history_sort", lambda batch, max_level: None)
+    slow = estimate_records("hgpo", records, **options)
+    for got, want in zip(fast, slow, strict=True):
+        assert got == pytest.approx(want, abs=1e-12)
