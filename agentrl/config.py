@@ -30,6 +30,7 @@ from agentrl.client import ClientConfig
 from agentrl.credit.answer import AnswerProbConfig
 from agentrl.errors import ConfigError
 from agentrl.models import ModelConfig
+from agentrl.store.wandb_sink import MetricsConfig
 from agentrl.trainer.losses import LossConfig
 from agentrl.trainer.update import OptimConfig, UpdateConfig
 
@@ -115,7 +116,8 @@ class TrainerConfig:
            weights are gathered into rank 0's engine after each update (`sync_s`).
 
     checkpoint_every: save a resumable checkpoint (weights, optimiser, schedule, RNG, step) every this many
-           steps into runs/<run>/checkpoints/ (0: only the final weights); single process only for now.
+           steps into runs/<run>/checkpoints/ (0: only the final weights); with nproc > 1 every rank
+           writes its shards (torch.distributed.checkpoint), and resuming needs the same nproc.
     resume: a run folder (runs/<name>) to continue from its newest checkpoint: the same run id and
            folder, its later records deleted, the next step onwards as if never interrupted.
     """
@@ -129,8 +131,6 @@ class TrainerConfig:
             raise ValueError(f"trainer.nproc must be >= 1, got {self.nproc}")
         if self.checkpoint_every < 0:
             raise ValueError(f"trainer.checkpoint_every must be >= 0, got {self.checkpoint_every}")
-        if self.nproc > 1 and (self.checkpoint_every or self.resume):
-            raise ValueError("resumable checkpoints are single-process for now; use trainer.nproc=1")
 
 
 @dataclass(frozen=True)
@@ -189,6 +189,7 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
 
 def load_config(task: str, overrides: Sequence[str] = (), config_dir: Path = CONFIG_DIR) -> RunConfig:

@@ -7,8 +7,14 @@ temporary folder renamed into place, so a kill mid-write never leaves a half che
 `keep` are deleted. `latest(run_dir)` finds the newest complete one and `load` restores it in place. The
 task sampler needs no state: `tasks.sample_tasks` is a pure function of (seed, step).
 
-What this is not: a sharded (FSDP2) checkpoint: with `trainer.nproc` > 1 runs are not resumable yet, and
-`train.py` says so instead of writing a checkpoint it could not restore.
+With `trainer.nproc` > 1 (an FSDP2-sharded policy) every rank calls `save`/`load` together: the weights
+and optimiser state go through `torch.distributed.checkpoint` (each rank writes its own shards under
+`sharded/`, in parallel, never gathering the model on one rank), each rank's RNG state into
+`rng-rank<R>.pt`, and rank 0 writes the schedule, `state.json` and the rename. Resuming needs the same world
+size (the RNG streams are per rank) and, across nodes, a run folder on a filesystem every node sees.
+
+What this is not: the engine's copy of the weights (after a sharded load, the trainer gathers them into
+rank 0's engine as after any update), or a model export (`final/` is written by `train.py`).
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ import numpy as np
 import torch
 
 from agentrl.errors import ConfigError
+from agentrl.trainer.update import SINGLE_PROCESS, DataParallel
 
 STATE_FILE = "state.json"
 TRAINER_FILE = "trainer.pt"
+SHARDED_DIR = "sharded"  # torch.distributed.checkpoint files of a multi-process checkpoint
 
 
 @dataclass(frozen=True)
@@ -49,31 +57,63 @@ def save(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     keep: int = 2,
+    parallel: DataParallel = SINGLE_PROCESS,
 ) -> Path:
-    """Write the checkpoint of `state.step` atomically; keep only the newest `keep`."""
+    """Write the checkpoint of `state.step` atomically; keep only the newest `keep`. With several ranks,
+    every rank must call this (it is collective)."""
     target = step_dir(run_dir, state.step)
     partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    model.save_pretrained(partial)  # type: ignore[operator]
-    torch.save(
-        {
+    if parallel.rank == 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+    if parallel.world_size == 1:
+        model.save_pretrained(partial)  # type: ignore[operator]
+        trainer = {
             "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "numpy": np.random.get_state(),
-                "python": random.getstate(),
-            },
-        },
-        partial / TRAINER_FILE,
-    )
-    (partial / STATE_FILE).write_text(json.dumps(vars(state)))
-    shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
-    for old in sorted(target.parent.glob("step-??????"))[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+            "rng": rng_state(),
+        }
+        torch.save(trainer, partial / TRAINER_FILE)
+    else:
+        _save_shards(partial, model, optimizer, parallel)
+        if parallel.rank == 0:
+            torch.save({"scheduler": scheduler.state_dict()}, partial / TRAINER_FILE)
+    if parallel.rank == 0:
+        (partial / STATE_FILE).write_text(json.dumps({**vars(state), "world_size": parallel.world_size}))
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+        for old in sorted(target.parent.glob("step-??????"))[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    _barrier(parallel)  # nobody moves on (or resumes) before the checkpoint is complete
     return target
+
+
+def _save_shards(partial: Path, model: torch.nn.Module, optimizer: Any, parallel: DataParallel) -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    _barrier(parallel)  # rank 0 has created the folder
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(partial / SHARDED_DIR))
+    torch.save(rng_state(), partial / f"rng-rank{parallel.rank}.pt")
+    _barrier(parallel)
+
+
+def rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def _barrier(parallel: DataParallel) -> None:
+    if parallel.world_size > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
 
 
 def latest(run_dir: Path) -> Path | None:
@@ -85,11 +125,57 @@ def latest(run_dir: Path) -> Path | None:
 
 
 def read_state(checkpoint: Path) -> CheckpointState:
-    return CheckpointState(**json.loads((checkpoint / STATE_FILE).read_text()))
+    saved = json.loads((checkpoint / STATE_FILE).read_text())
+    return CheckpointState(
+        step=saved["step"], run_id=saved["run_id"], weights_version=saved["weights_version"]
+    )
 
 
-def load(checkpoint: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
-    """Restore weights, optimiser, schedule and RNG states from `checkpoint` in place."""
+def saved_world_size(checkpoint: Path) -> int:
+    """How many ranks wrote `checkpoint` (1 for checkpoints older than this field)."""
+    return int(json.loads((checkpoint / STATE_FILE).read_text()).get("world_size", 1))
+
+
+def load(
+    checkpoint: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    parallel: DataParallel = SINGLE_PROCESS,
+) -> None:
+    """Restore weights, optimiser, schedule and RNG states from `checkpoint` in place (collective with
+    several ranks). The world size must be the one that wrote it."""
+    written_by = saved_world_size(checkpoint)
+    if written_by != parallel.world_size:
+        raise ConfigError(
+            f"{checkpoint} was written by {written_by} process(es); resume it with trainer.nproc={written_by}"
+        )
+    if parallel.world_size > 1:
+        _load_shards(checkpoint, model, optimizer, parallel)
+        scheduler.load_state_dict(torch.load(checkpoint / TRAINER_FILE, weights_only=False)["scheduler"])
+        return
+    _load_weights(checkpoint, model)
+    trainer = torch.load(checkpoint / TRAINER_FILE, weights_only=False)
+    optimizer.load_state_dict(trainer["optimizer"])
+    scheduler.load_state_dict(trainer["scheduler"])
+    set_rng_state(trainer["rng"])
+
+
+def _load_shards(checkpoint: Path, model: torch.nn.Module, optimizer: Any, parallel: DataParallel) -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    # dcp.load fills these nested dicts in place (each rank reads the shards it owns)
+    dcp.load(
+        {"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(checkpoint / SHARDED_DIR)
+    )
+    set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
+    set_rng_state(torch.load(checkpoint / f"rng-rank{parallel.rank}.pt", weights_only=False))
+
+
+def _load_weights(checkpoint: Path, model: torch.nn.Module) -> None:
+    """The safetensors weights of a one-process checkpoint (adapters only for LoRA)."""
     from safetensors.torch import load_file
 
     weights = sorted(checkpoint.glob("*.safetensors"))
@@ -109,9 +195,3 @@ def load(checkpoint: Path, model: torch.nn.Module, optimizer: torch.optim.Optimi
             raise ConfigError(
                 f"{checkpoint} does not match the model: missing {missing}, unexpected {unexpected}"
             )
-    trainer = torch.load(checkpoint / TRAINER_FILE, weights_only=False)
-    optimizer.load_state_dict(trainer["optimizer"])
-    scheduler.load_state_dict(trainer["scheduler"])
-    torch.set_rng_state(trainer["rng"]["torch"])
-    np.random.set_state(trainer["rng"]["numpy"])
-    random.setstate(trainer["rng"]["python"])

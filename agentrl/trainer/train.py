@@ -11,6 +11,9 @@ rank 0's engine (`sync_s`); the other ranks run `follow_updates`, the same updat
 `trainer.checkpoint_every` writes resumable checkpoints (`checkpoint.py`); `trainer.resume=runs/<run>`
 continues a killed run from its newest one.
 
+With several ranks, checkpoints are sharded (every rank writes its part) and resumable with the same
+`trainer.nproc`.
+
 What this is not (yet): vLLM weight sync, async rollouts with a staleness bound. Episodes that ended in an
 infrastructure failure are stored but never trained on.
 """
@@ -44,6 +47,7 @@ from agentrl.models import load_model, load_tokenizer
 from agentrl.service.embedded import EmbeddedService
 from agentrl.store.repository import create_run, finish_run, open_store, resume_run
 from agentrl.store.tensorboard import export_run_events
+from agentrl.store.wandb_sink import WandbSink
 from agentrl.store.writer import StoreWriter
 from agentrl.tasks import Task, load_tasks, sample_tasks
 from agentrl.trainer import checkpoint, distributed
@@ -67,6 +71,7 @@ class RunContext:
     client: EnvClient
     writer: StoreWriter
     store: Any
+    sink: WandbSink | None = None  # the W&B mirror, when `metrics.wandb_project` is set
 
 
 @dataclass
@@ -111,7 +116,9 @@ async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | 
         before = await evaluate(ctx, step=0) if config.eval.before and resume is None else None
         learner = make_learner(config, parallel, ctx.engine.model)
         if resume is not None:
-            checkpoint.load(resume[0], learner.policy, learner.optimizer, learner.scheduler)
+            checkpoint.load(resume[0], learner.policy, learner.optimizer, learner.scheduler, parallel)
+            sync_engine(ctx.engine, learner)  # several ranks: the restored shards into rank 0's engine
+        distributed.broadcast(str(ctx.run_dir), parallel)  # where the other ranks write their shards
         train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
         first = 1 if resume is None else resume[1].step + 1
         for step in range(first, config.train.steps + 1):
@@ -164,7 +171,14 @@ async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | 
             if every and step % every == 0:
                 ctx.writer.flush()  # the store holds this step before the checkpoint says it is done
                 state = checkpoint.CheckpointState(step=step, run_id=ctx.run_id, weights_version=step)
-                checkpoint.save(ctx.run_dir, state, learner.policy, learner.optimizer, learner.scheduler)
+                checkpoint.save(
+                    ctx.run_dir,
+                    state,
+                    learner.policy,
+                    learner.optimizer,
+                    learner.scheduler,
+                    parallel=parallel,
+                )
         after = await evaluate(ctx, step=config.train.steps) if config.eval.after else None
         save_checkpoint(ctx)
         return before, after, str(ctx.run_dir)
@@ -174,10 +188,22 @@ async def follow_updates(config: RunConfig, parallel: DataParallel) -> None:
     """Ranks > 0: the same updates as rank 0 on their share of its samples; no env, engine or store."""
     model, tokenizer = load_model(config.model)
     learner = make_learner(config, parallel, model)
+    resume = resume_point(config)
+    if resume is not None:  # collective, in the same order as rank 0: load, then the gather into its engine
+        checkpoint.load(resume[0], learner.policy, learner.optimizer, learner.scheduler, parallel)
+        distributed.full_state_dict(learner.policy)
+    run_dir = Path(distributed.broadcast(None, parallel))
     pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
-    for _step in range(config.train.steps):
+    first = 1 if resume is None else resume[1].step + 1
+    for step in range(first, config.train.steps + 1):
         if update_policy(config, learner, distributed.broadcast(None, parallel), pad):
             distributed.full_state_dict(learner.policy)  # the gather is collective: rank 0 keeps the result
+        every = config.trainer.checkpoint_every
+        if every and step % every == 0:  # rank 0 writes state.json and the rename; this rank its shards
+            state = checkpoint.CheckpointState(step=step, run_id="", weights_version=step)
+            checkpoint.save(
+                run_dir, state, learner.policy, learner.optimizer, learner.scheduler, parallel=parallel
+            )
 
 
 def make_learner(config: RunConfig, parallel: DataParallel, engine_model: torch.nn.Module) -> Learner:
@@ -333,12 +359,14 @@ def pad_id(ctx: RunContext) -> int:
 
 
 def log_metrics(ctx: RunContext, step: int, metrics: Mapping[str, float]) -> None:
-    """One line on the console, one line in runs/<run>/metrics.jsonl, rows in the store (and, when the run
-    ends, TensorBoard event files in runs/<run>/tensorboard/)."""
+    """One line on the console, one line in runs/<run>/metrics.jsonl, rows in the store, a W&B step when
+    configured (and, when the run ends, TensorBoard event files in runs/<run>/tensorboard/)."""
     record = {"step": step, **{key: round(float(value), 6) for key, value in metrics.items()}}
     with (ctx.run_dir / "metrics.jsonl").open("a") as handle:
         handle.write(json.dumps(record) + "\n")
     ctx.writer.record_metrics(ctx.run_id, step, metrics)
+    if ctx.sink is not None:
+        ctx.sink.log(step, metrics)
     shown = "  ".join(f"{key}={value:.4g}" for key, value in metrics.items())
     console.print(f"[bold]step {step}[/bold]  {shown}")
 
@@ -387,10 +415,13 @@ async def open_run(
         client = await stack.enter_async_context(EnvClient(service_url, config=config.service.client))
         engine = build_engine(config, kind)
         stack.push_async_callback(engine.aclose)
+        sink = WandbSink.open(config.metrics, run_id, run_dir.name, run_dir, to_dict(config))
         try:
-            yield RunContext(config, run_id, run_dir, engine, client, writer, store)
+            yield RunContext(config, run_id, run_dir, engine, client, writer, store, sink)
             status = "finished"
         finally:
+            if sink is not None:
+                sink.close(status == "finished")
             writer.flush()
             finish_run(store, run_id, status)
             export_run_events(store, run_id, run_dir / "tensorboard")

@@ -2,18 +2,23 @@
 
     python tests/integration/fsdp_worker.py OUT.pt                          # the single-process reference
     torchrun --nproc_per_node 2 tests/integration/fsdp_worker.py OUT.pt     # 2 ranks, FSDP2
+    ... OUT.pt --updates 2                  # two updates in a row
+    ... OUT.pt --updates 1 --save RUN_DIR   # one update, then a (sharded) checkpoint of step 1 in RUN_DIR
+    ... OUT.pt --updates 1 --resume RUN_DIR # restore RUN_DIR's newest checkpoint, then one more update
 
-Rank 0 saves {"params": full state dict after the update, "metrics": the update's metrics} to OUT.pt.
+Rank 0 saves {"params": full state dict after the last update, "metrics": its metrics} to OUT.pt.
 Used by tests/integration/test_fsdp.py; not a test itself.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+from pathlib import Path
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from agentrl.trainer import checkpoint
 from agentrl.trainer.distributed import close, full_state_dict, init_from_env, shard_model
 from agentrl.trainer.losses import LossConfig
 from agentrl.trainer.samples import TrainSample
@@ -56,29 +61,47 @@ def samples(count: int = 5) -> list[TrainSample]:
     return out
 
 
-def main(out_path: str) -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--updates", type=int, default=1)
+    parser.add_argument("--save", type=Path)
+    parser.add_argument("--resume", type=Path)
+    args = parser.parse_args(argv)
     torch.use_deterministic_algorithms(True)
     parallel = init_from_env()
     model = tiny_llama()
     if parallel.world_size > 1:
         shard_model(model)
-    optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-3, grad_clip=1.0))
-    metrics = policy_update(
-        model,
-        optimizer,
-        scheduler,
-        samples(),
-        pad_id=0,
-        loss_cfg=LossConfig(),
-        update_cfg=UpdateConfig(micro_batch_size=2, mini_batches=2),
-        optim_cfg=OptimConfig(lr=1e-3, grad_clip=1.0),
-        parallel=parallel,
-    )
+    optim_cfg = OptimConfig(lr=1e-3, grad_clip=1.0, warmup_steps=3)
+    optimizer, scheduler = make_optimizer(model, optim_cfg)
+    done = 0
+    if args.resume is not None:
+        found = checkpoint.latest(args.resume)
+        assert found is not None, f"no checkpoint in {args.resume}"
+        checkpoint.load(found, model, optimizer, scheduler, parallel)
+        done = checkpoint.read_state(found).step
+    for _ in range(args.updates):
+        metrics = policy_update(
+            model,
+            optimizer,
+            scheduler,
+            samples(),
+            pad_id=0,
+            loss_cfg=LossConfig(),
+            update_cfg=UpdateConfig(micro_batch_size=2, mini_batches=2),
+            optim_cfg=optim_cfg,
+            parallel=parallel,
+        )
+        done += 1
+    if args.save is not None:
+        state = checkpoint.CheckpointState(step=done, run_id="worker", weights_version=done)
+        checkpoint.save(args.save, state, model, optimizer, scheduler, parallel=parallel)
     params = full_state_dict(model) if parallel.world_size > 1 else dict(model.state_dict())
     if parallel.rank == 0:
-        torch.save({"params": params, "metrics": metrics}, out_path)
+        torch.save({"params": params, "metrics": metrics}, args.out)
     close(parallel)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()

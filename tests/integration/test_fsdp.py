@@ -32,3 +32,36 @@ def test_two_rank_fsdp2_update_equals_the_single_process_update(tmp_path: Path) 
         assert torch.allclose(value, double["params"][name], atol=1e-5, rtol=0), name
     for name in ("loss", "clip_frac", "approx_kl", "grad_norm", "tokens"):
         assert double["metrics"][name] == pytest.approx(single["metrics"][name], rel=1e-5, abs=1e-7), name
+
+
+@pytest.mark.slow
+def test_a_sharded_checkpoint_resumes_the_two_rank_run_exactly(tmp_path: Path) -> None:
+    """Two updates in a row equal one update, a sharded checkpoint, fresh processes, the restore and one
+    more update (weights, AdamW moments, the warm-up schedule and each rank's RNG all come back)."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+
+    def two_ranks(*args: str) -> None:
+        rendezvous = ["--master_addr", "127.0.0.1", "--master_port", str(free_port())]
+        subprocess.run([*torchrun, *rendezvous, str(WORKER), *args], check=True, timeout=300)
+
+    run_dir = tmp_path / "run"
+    two_ranks(str(tmp_path / "straight.pt"), "--updates", "2")
+    two_ranks(str(tmp_path / "first.pt"), "--updates", "1", "--save", str(run_dir))
+    saved = run_dir / "checkpoints" / "step-000001"
+    assert (saved / "sharded").is_dir() and {p.name for p in saved.glob("rng-rank*.pt")} == {
+        "rng-rank0.pt",
+        "rng-rank1.pt",
+    }
+    two_ranks(str(tmp_path / "resumed.pt"), "--updates", "1", "--resume", str(run_dir))
+    straight, resumed = torch.load(tmp_path / "straight.pt"), torch.load(tmp_path / "resumed.pt")
+    for name, value in straight["params"].items():
+        assert torch.allclose(value, resumed["params"][name], atol=1e-6, rtol=0), name
+    for name in ("loss", "clip_frac", "approx_kl", "grad_norm"):
+        assert resumed["metrics"][name] == pytest.approx(straight["metrics"][name], rel=1e-6, abs=1e-8), name
+    alone = subprocess.run(
+        [sys.executable, str(WORKER), str(tmp_path / "alone.pt"), "--resume", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert alone.returncode != 0 and "resume it with trainer.nproc=2" in alone.stderr

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from wandb_log import history_rows
 
 AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
 
@@ -57,6 +58,8 @@ def test_train_two_steps_writes_rows_to_the_store(repo_root: Path, tmp_path: Pat
             "eval.num_tasks=2",
             "sampling.max_new_tokens=48",
             "rollout.max_turns=2",
+            "metrics.wandb_project=agentrl-smoke",
+            "metrics.wandb_mode=offline",
         ],
         repo_root,
     )
@@ -69,6 +72,11 @@ def test_train_two_steps_writes_rows_to_the_store(repo_root: Path, tmp_path: Pat
     ]
     assert [m["step"] for m in metrics if "reward_mean" in m] == [1, 2]
     assert list((tmp_path / "runs" / "smoke" / "tensorboard").glob("events.out.tfevents.*"))
+    mirrored = history_rows(tmp_path / "runs" / "smoke")  # the W&B mirror, offline
+    mirrored_rewards = {row["_step"]: row["reward_mean"] for row in mirrored if "reward_mean" in row}
+    assert mirrored_rewards == {
+        m["step"]: pytest.approx(m["reward_mean"], abs=1e-6) for m in metrics if "reward_mean" in m
+    }
     with sqlite3.connect(db) as conn:
         counts = {
             t: conn.execute(f"select count(*) from {t}").fetchone()[0]
