@@ -76,25 +76,46 @@ class ModelConfig:
 
     name:     an alias from `ALIASES`, a Hugging Face hub id, or a local folder
     dtype:    parameter dtype: float32 | bfloat16 | float16
+    device:   "auto" (the current CUDA device when there is one, else the CPU), "cpu", "cuda" or "cuda:N"
     revision: hub revision (branch, tag or commit) for hub ids; ignored for aliases
     lora:     LoRA adapters (off by default; `model.lora.rank=16` turns them on)
     """
 
     name: str = "smollm2-135m-instruct"
     dtype: str = "float32"
+    device: str = "auto"
     revision: str | None = None
     lora: LoraSettings = field(default_factory=LoraSettings)
 
 
 def load_model(config: ModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The model (in eval mode, on CPU) and its tokenizer; with LoRA, a peft model whose only trainable
-    weights are the adapters."""
+    """The model (in eval mode, on `config.device`) and its tokenizer; with LoRA, a peft model whose only
+    trainable weights are the adapters."""
     dtype = _torch_dtype(config.dtype)
     if config.name in ALIASES:
         model, tokenizer = _load_pretrained(str(cached_alias(config.name)), dtype=dtype, revision=None)
     else:
         model, tokenizer = _load_pretrained(config.name, dtype=dtype, revision=config.revision)
+    model = model.to(resolve_device(config.device))  # type: ignore[arg-type]
     return with_lora(model, config.lora), tokenizer
+
+
+def resolve_device(name: str) -> torch.device:
+    """`ModelConfig.device` as a torch device: "auto" is the current CUDA device (each torchrun rank sets
+    its own) when CUDA is available, else the CPU."""
+    if name == "auto":
+        return (
+            torch.device("cuda", torch.cuda.current_device())
+            if torch.cuda.is_available()
+            else torch.device("cpu")
+        )
+    try:
+        device = torch.device(name)
+    except RuntimeError as error:
+        raise ConfigError(f"model.device {name!r} is not a device; use auto, cpu, cuda or cuda:N") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"model.device={name} but CUDA is not available here; use model.device=auto or cpu")
+    return device
 
 
 def load_tokenizer(config: ModelConfig) -> PreTrainedTokenizerBase:

@@ -198,8 +198,9 @@ def with_tis_weights(
     model.eval()
     out: list[TrainSample] = []
     tally = _Tally()
+    device = model_device(model)
     for chunk in _chunks(samples, update_cfg.micro_batch_size):
-        batch = collate(chunk, pad_id)
+        batch = to_device(collate(chunk, pad_id), device)
         with _autocast(update_cfg.autocast_bf16):
             logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         trainer = token_logprobs(logits.float() / max(temperature, 1e-6), batch["input_ids"])
@@ -221,8 +222,8 @@ def with_tis_weights(
             out.append(
                 dataclasses.replace(
                     sample,
-                    old_logprobs=trainer[row, :length] * row_mask,
-                    advantages=sample.advantages * weights[row, :length] * row_mask,
+                    old_logprobs=trainer[row, :length].cpu() * row_mask,
+                    advantages=sample.advantages * weights[row, :length].cpu() * row_mask,
                 )
             )
     return out, tally.means()
@@ -242,11 +243,14 @@ def _mini_batch_step(
     """Accumulate the mini batch's gradient over micro batches; return its token-weighted metrics."""
     optimizer.zero_grad(set_to_none=True)
     local = parallel.shard(mini_batch)
-    chunks = [collate(chunk, pad_id) for chunk in _chunks(local, update_cfg.micro_batch_size)]
+    device = model_device(model)
+    chunks = [
+        to_device(collate(chunk, pad_id), device) for chunk in _chunks(local, update_cfg.micro_batch_size)
+    ]
     weights = [aggregation_weight(batch["loss_mask"], loss_cfg.aggregation) for batch in chunks]
     total = parallel.sum(float(sum(weights))) or 1.0
     passes = int(parallel.max(float(len(chunks))))
-    filler = collate((local or list(mini_batch))[:1], pad_id)
+    filler = to_device(collate((local or list(mini_batch))[:1], pad_id), device)
     tally = _Tally()
     for index in range(passes):
         batch, weight = (chunks[index], weights[index]) if index < len(chunks) else (filler, 0.0)
@@ -255,6 +259,16 @@ def _mini_batch_step(
         if weight:
             tally.add({**metrics, "loss": float(loss.item())}, weight=float(batch["loss_mask"].sum().item()))
     return _Tally.merge(parallel.gather(tally)).means()
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where the model's parameters live (FSDP2 shards: the local device); batches are moved there."""
+    return next(model.parameters()).device
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """The collated batch on `device` (a no-op on CPU)."""
+    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
 
 
 def _micro_batch_loss(
