@@ -27,6 +27,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agentrl.agent.engines.base import Completion, SamplingParams
+from agentrl.agent.engines.llama_kernels import native_cpu_bf16
 from agentrl.agent.prompting import end_of_turn_ids
 
 
@@ -36,8 +37,9 @@ class HFEngineConfig:
 
     max_batch:     the most requests sampled together in one `model.generate` call
     max_wait_s:    how long the batcher waits for more requests after the first one arrives
-    autocast_bf16: sample under bfloat16 autocast (about 2x faster on CPUs with AMX/AVX-512 BF16); the
-                   logprobs then differ slightly from an fp32 forward pass of the same weights
+    autocast_bf16: sample under bfloat16 autocast (about 2x faster on CPUs with AMX/AVX-512 BF16; ignored
+                   on CPUs without native bf16, where it is far slower); the logprobs then differ slightly
+                   from an fp32 forward pass of the same weights
     """
 
     max_batch: int = 32
@@ -174,7 +176,7 @@ class HFEngine:
 
     @property
     def _autocast_cpu(self) -> bool:
-        return self.config.autocast_bf16 and self.model.device.type == "cpu"
+        return self.config.autocast_bf16 and self.model.device.type == "cpu" and native_cpu_bf16()
 
     def _completion(self, tokens: list[int], logprobs: list[float], params: SamplingParams) -> Completion:
         end = cut_index(tokens, self.stop_ids, params.stop, self._decode)

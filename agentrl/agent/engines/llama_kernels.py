@@ -265,11 +265,19 @@ def _additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def best_dtype() -> torch.dtype:
     """bfloat16 when the CPU multiplies bf16 natively (AMX or AVX-512 BF16), else float32."""
+    return torch.bfloat16 if native_cpu_bf16() else torch.float32
+
+
+@functools.cache
+def native_cpu_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX or AVX-512 BF16, and oneDNN can use it). Without
+    it, bf16 matmuls are emulated: on an AVX2-only EPYC here a 1024^3 bf16 matmul took 4.7 s against
+    58 ms in fp32, so bf16 autocast must be skipped there, whatever the config asks."""
     flags = _cpu_flags()
     native = bool(flags & {"amx_bf16", "avx512_bf16"}) if flags else False
-    if native and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return torch.bfloat16
-    return torch.float32
+    return (
+        native and torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    )
 
 
 def _cpu_flags() -> set[str]:
