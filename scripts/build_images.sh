@@ -51,9 +51,12 @@ elif ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
     docker pull "$BASE_IMAGE"
 fi
 FLEET_IMAGES=" service lb postgres "  # built by scripts/build_fleet_images.sh (docker compose), not here
+OWN_SCRIPT_IMAGES=" web "  # sandboxes/<name>/build.sh stages wheels downloaded on the host, then builds
 for dockerfile in sandboxes/*/Dockerfile; do
     [ -e "$dockerfile" ] || continue
-    case "$FLEET_IMAGES" in *" $(basename "$(dirname "$dockerfile")") "*) continue ;; esac
+    name="$(basename "$(dirname "$dockerfile")")"
+    case "$FLEET_IMAGES" in *" $name "*) continue ;; esac
+    case "$OWN_SCRIPT_IMAGES" in *" $name "*) bash "$(dirname "$dockerfile")/build.sh"; continue ;; esac
     build_one "$(dirname "$dockerfile")"
 done
 docker image prune --force --filter "label=agentrl.inputs" >/dev/null
