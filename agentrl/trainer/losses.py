@@ -81,20 +81,22 @@ def sampled_token_logprobs(
 
     The same numbers as those two functions (to float32 rounding), computed a few rows at a time: neither the
     fp32 copy of the [B, L, vocab] logits nor its softmax is ever materialised, and the backward pass writes
-    the logits' gradient, softmax - one-hot, in one sweep. That is most of the memory traffic of a small
-    model's update (SmolLM2-135M: a 49k vocabulary over 576 hidden units). Only the log-probs carry a
-    gradient; the entropies are a metric (for an entropy bonus use `token_entropy`, which has one).
+    the logits' gradient in one sweep. That is most of the memory traffic of a small model's update
+    (SmolLM2-135M: a 49k vocabulary over 576 hidden units). Both outputs carry a gradient (the entropies
+    for an entropy bonus); when the entropies are only reported, their part of the backward pass is skipped.
     """
     logprobs, entropy = _SampledLogprobs.apply(logits, input_ids, temperature)
     return logprobs, entropy
 
 
 class _SampledLogprobs(torch.autograd.Function):
-    """Chunked log_softmax at the sampled ids: d/dx (x_t - logsumexp(x)) = onehot(t) - softmax(x).
+    """Chunked log_softmax at the sampled ids, and entropy, of z = logits / temperature; p = softmax(z):
+        d/dz (z_t - logsumexp(z)) = onehot(t) - p
+        d/dz H = d/dz (logsumexp(z) - sum_i p_i z_i) = -p * (z - E_p[z]),  with E_p[z] = logsumexp(z) - H.
 
     The forward pass takes torch.logsumexp's own steps (max, exp of the shifted scores, sum, log, add back),
     so its results are torch's bit for bit, and reuses their exponentials for the entropy; the backward
-    pass recomputes each chunk's softmax in place. Every op is one sweep over a cache-sized chunk."""
+    pass recomputes each chunk's softmax. Every op is one sweep over a cache-sized chunk."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -105,7 +107,7 @@ class _SampledLogprobs(torch.autograd.Function):
         entropy = logits.new_zeros((batch, length), dtype=torch.float32)
         lse = logits.new_zeros((batch, length), dtype=torch.float32)
         for row, start, stop in _row_chunks(batch, length):
-            scores = _scaled(logits[row, start - 1 : stop - 1], temperature)
+            scores = scaled_logits(logits[row, start - 1 : stop - 1], temperature)
             shift = scores.amax(dim=-1, keepdim=True)
             shift.masked_fill_(shift.abs() == float("inf"), 0.0)
             weights = (scores - shift).exp_()  # softmax * total
@@ -116,31 +118,45 @@ class _SampledLogprobs(torch.autograd.Function):
             expected_score = torch.bmm(weights.unsqueeze(1), scores.unsqueeze(2)).view(-1) / total
             entropy[row, start:stop] = chunk_lse - expected_score
             lse[row, start:stop] = chunk_lse
-        ctx.save_for_backward(logits, input_ids, lse)
+        ctx.save_for_backward(logits, input_ids, lse, lse - entropy)
         ctx.temperature = temperature
-        ctx.mark_non_differentiable(entropy)
+        ctx.set_materialize_grads(False)  # an output nobody differentiates gets None, and no work
         return logprobs, entropy
 
     @staticmethod
     def backward(  # type: ignore[override]
-        ctx: Any, grad_logprobs: torch.Tensor, _grad_entropy: torch.Tensor
-    ) -> tuple[torch.Tensor, None, None]:
-        logits, input_ids, lse = ctx.saved_tensors
-        temperature = ctx.temperature
+        ctx: Any, grad_logprobs: torch.Tensor | None, grad_entropy: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, None, None]:
+        logits, input_ids, lse, expected_score = ctx.saved_tensors
+        if grad_logprobs is None and grad_entropy is None:
+            return None, None, None
+        divisor = max(ctx.temperature, 1e-6) if ctx.temperature != 1.0 else None
         batch, length, _ = logits.shape
         grad = torch.zeros_like(logits)
         for row, start, stop in _row_chunks(batch, length):
             chunk = logits[row, start - 1 : stop - 1].to(torch.float32, copy=True)
-            if temperature != 1.0:
-                chunk.div_(max(temperature, 1e-6))
-            upstream = grad_logprobs[row, start:stop, None].float()
-            # logsumexp's backward (-g * softmax) plus the gather's (g at the sampled id), as autograd has it
-            chunk.sub_(lse[row, start:stop, None]).exp_().mul_(-upstream)
+            if divisor is not None:
+                chunk.div_(divisor)
+            upstream = _upstream(grad_logprobs, lse, row, start, stop)
+            if grad_entropy is None:  # logsumexp's backward (-g * p) plus the gather's (g at the sampled id)
+                chunk.sub_(lse[row, start:stop, None]).exp_().mul_(-upstream)
+            else:  # -p * (g + g_H * (z - E_p[z])), the same plus the entropy's
+                probs = (chunk - lse[row, start:stop, None]).exp_()
+                chunk.sub_(expected_score[row, start:stop, None])
+                chunk.mul_(_upstream(grad_entropy, lse, row, start, stop)).add_(upstream).mul_(probs).neg_()
             chunk.scatter_add_(-1, input_ids[row, start:stop, None], upstream)
-            if temperature != 1.0:
-                chunk.div_(max(temperature, 1e-6))
+            if divisor is not None:
+                chunk.div_(divisor)
             grad[row, start - 1 : stop - 1] = chunk
         return grad, None, None
+
+
+def _upstream(grad: torch.Tensor | None, like: torch.Tensor, row: int, start: int, stop: int) -> torch.Tensor:
+    """The incoming gradient of positions start..stop of `row` as an fp32 column ([n, 1]); zeros (on the
+    device of `like`) when None."""
+    if grad is None:
+        return like.new_zeros((stop - start, 1), dtype=torch.float32)
+    return grad[row, start:stop, None].float()
 
 
 def _row_chunks(batch: int, length: int) -> Iterator[tuple[int, int, int]]:
@@ -151,8 +167,9 @@ def _row_chunks(batch: int, length: int) -> Iterator[tuple[int, int, int]]:
             yield row, start, min(start + LOGPROB_CHUNK_ROWS, length)
 
 
-def _scaled(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """fp32 logits / temperature (the division skipped at temperature 1, where it is exact anyway)."""
+def scaled_logits(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """fp32 logits / temperature, the distribution the engine sampled from (the division skipped at
+    temperature 1, where it is exact anyway)."""
     scores = logits.float()
     return scores if temperature == 1.0 else scores / max(temperature, 1e-6)
 

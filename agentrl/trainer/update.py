@@ -37,8 +37,6 @@ from agentrl.trainer.losses import (
     aggregation_weight,
     policy_loss,
     sampled_token_logprobs,
-    token_entropy,
-    token_logprobs,
 )
 from agentrl.trainer.samples import TrainSample, collate
 
@@ -139,13 +137,6 @@ def adamw(params: Sequence[torch.nn.Parameter], config: OptimConfig) -> torch.op
         return torch.optim.AdamW(params, fused=True, **settings)
     except (RuntimeError, ValueError):  # a device or tensor type the fused kernel does not support
         return torch.optim.AdamW(params, **settings)
-
-
-def scaled_logits(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """fp32 logits / temperature, the distribution the engine sampled from; at temperature 1 the division
-    (exact, but a full pass over [B, L, vocab] forward and backward) is skipped."""
-    logits = logits.float()
-    return logits if temperature == 1.0 else logits / max(temperature, 1e-6)
 
 
 def policy_update(
@@ -312,13 +303,9 @@ def _micro_batch_loss(
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         ref_logprobs = _reference_logprobs(ref_model, batch, temperature) if ref_model is not None else None
     mask = batch["loss_mask"]
-    if loss_cfg.entropy_coef > 0:  # the bonus needs the gradient of every position's entropy
-        logits = scaled_logits(logits, temperature)
-        entropy: torch.Tensor | None = token_entropy(logits)
-        new_logprobs = token_logprobs(logits, batch["input_ids"])
-    else:  # the same numbers without full-vocabulary fp32 copies (see `sampled_token_logprobs`)
-        new_logprobs, position_entropy = sampled_token_logprobs(logits, batch["input_ids"], temperature)
-        entropy = None
+    # chunked: no fp32 copy of the [B, L, vocab] logits; the entropies carry a gradient only for the bonus
+    new_logprobs, entropy = sampled_token_logprobs(logits, batch["input_ids"], temperature)
+    bonus = entropy if loss_cfg.entropy_coef > 0 else None
     loss, metrics = policy_loss(
         new_logprobs,
         batch["old_logprobs"],
@@ -326,10 +313,10 @@ def _micro_batch_loss(
         mask,
         loss_cfg,
         ref_logprobs=ref_logprobs,
-        entropy=entropy,
+        entropy=bonus,
     )
-    if entropy is None:  # reported over sampled positions only
-        metrics["entropy"] = float(((position_entropy * mask).sum() / mask.sum().clamp(min=1.0)).item())
+    if bonus is None:  # reported over sampled positions only
+        metrics["entropy"] = float(((entropy.detach() * mask).sum() / mask.sum().clamp(min=1.0)).item())
     metrics.update(sampler_mismatch(new_logprobs.detach(), batch["old_logprobs"], mask))
     return loss, metrics
 

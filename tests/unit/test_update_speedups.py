@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from agentrl.trainer import losses
-from agentrl.trainer.losses import sampled_token_logprobs, token_entropy, token_logprobs
-from agentrl.trainer.update import OptimConfig, make_optimizer, scaled_logits
+from agentrl.trainer.losses import sampled_token_logprobs, scaled_logits, token_entropy, token_logprobs
+from agentrl.trainer.update import OptimConfig, make_optimizer
 
 
 def trained_weights(fused: bool) -> torch.Tensor:
@@ -71,4 +71,31 @@ def test_chunked_sampled_logprobs_equal_the_full_vocabulary_computation(
     assert chunked.grad.dtype == dtype and torch.equal(chunked.grad, full.grad)
     expected_entropy = token_entropy(scaled_logits(raw, temperature))
     assert torch.allclose(entropy, expected_entropy, atol=1e-4, rtol=1e-5)
-    assert not entropy.requires_grad
+
+
+@pytest.mark.parametrize(
+    ("dtype", "temperature"), [(torch.float32, 1.0), (torch.float32, 0.7), (torch.bfloat16, 0.7)]
+)
+def test_the_chunked_entropy_bonus_has_the_full_vocabulary_gradient(
+    dtype: torch.dtype, temperature: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(losses, "LOGPROB_CHUNK_ROWS", 32)
+    generator = torch.Generator().manual_seed(1)
+    raw = (3 * torch.randn(2, 90, 800, generator=generator)).to(dtype)
+    ids = torch.randint(0, 800, (2, 90), generator=generator)
+    up_logprobs, up_entropy = torch.randn(2, 2, 90, generator=generator)
+    full = raw.clone().requires_grad_(True)
+    scores = scaled_logits(full, temperature)
+    (
+        (token_logprobs(scores, ids) * up_logprobs).sum() + (token_entropy(scores) * up_entropy).sum()
+    ).backward()
+    chunked = raw.clone().requires_grad_(True)
+    logprobs, entropy = sampled_token_logprobs(chunked, ids, temperature)
+    ((logprobs * up_logprobs).sum() + (entropy * up_entropy).sum()).backward()
+    assert full.grad is not None and chunked.grad is not None and chunked.grad.dtype == dtype
+    # fp32: z - E_p[z] cancels (|z| ~ 15, gradients ~ 1), so 1e-4; bf16: the gradient is rounded to bf16
+    tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+    assert torch.allclose(chunked.grad.float(), full.grad.float(), atol=tolerance, rtol=tolerance)
+    only_entropy = raw.clone().requires_grad_(True)  # the log-probs unused: None upstream, no crash
+    (sampled_token_logprobs(only_entropy, ids, temperature)[1] * up_entropy).sum().backward()
+    assert only_entropy.grad is not None and torch.isfinite(only_entropy.grad.float()).all()
