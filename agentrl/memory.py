@@ -1,35 +1,135 @@
-"""Keep glibc's allocator from hoarding memory that PyTorch on CPU has freed.
+"""The memory allocator of every `agentrl` process: tcmalloc when the machine has it, tuned glibc otherwise.
 
-What this is: one call, `release_freed_memory()`, made at the start of every `agentrl` command (and of the
-credit study's run processes). It caps glibc at 2 malloc arenas and serves every allocation of 1 MiB or more
-with its own mmap, so freed activations, logits and KV buffers go back to the OS at once.
+What this is: `choose_allocator()`, called first by the `agentrl` command (and by the benchmarks and the
+credit study's run processes). With `AGENTRL_ALLOCATOR=auto` (the default) or `tcmalloc`, and
+libtcmalloc_minimal on the machine (Debian: `libtcmalloc-minimal4`, installed by `make setup`), the process
+re-executes itself once, the same command line, with the library in `LD_PRELOAD`; the re-executed process
+takes `LD_PRELOAD` back out of its environment, so its own children (docker, git, torchrun ranks, which
+make the same choice themselves) start as they would have. Without the library, or with
+`AGENTRL_ALLOCATOR=glibc`, glibc is capped at 2 arenas and serves allocations of 1 MiB or more with their
+own mmap. `AGENTRL_ALLOCATOR=system` changes nothing.
 
-Why: with glibc's defaults (up to 8 arenas per core, a mmap threshold that adapts upwards to 32 MiB after
-the first large free) the varying-size buffers of rollouts and updates, allocated from several threads,
-fragment the arenas. Measured on SmolLM2-135M maze training (bench/credit_study.py, 8 episodes a step): a
-run's resident memory reached 14 GB, 6.9 GB of it in fully resident 64 MB arena heaps (/proc/PID/smaps),
-and the machine started to thrash; with this call the same run peaked at 7.9 GB. A large allocation now
-costs a mmap/munmap and its page faults, which is small next to the matmuls it feeds.
+Why: PyTorch on CPU allocates and frees its activations, logits and KV buffers on every step, from several
+threads, in sizes that vary with each batch.
+- glibc's defaults (up to 8 arenas per core, a mmap threshold that adapts up to 32 MiB) fragment: a maze
+  training run (bench/credit_study.py) reached 14 GB resident, 6.9 GB of it in fully resident 64 MB arena
+  heaps (/proc/PID/smaps), and the machine thrashed.
+- The glibc cap fixed that (the same run peaked at 7.9 GB) but makes every large buffer a fresh mmap whose
+  pages the kernel faults in and zeroes: a calc training run spent 26 s in the kernel against 36 s in user
+  code, and an update of 4 episodes (~700 tokens each) took 13.7-18.8 s; under tcmalloc, 7.8-8.7 s.
+- `bench/allocator.py` (the update alone, 4 x 700 tokens, in a worker thread as in training; quiet
+  machine, load 1.3-1.9): best update 5.51 s under tcmalloc, 8.39 s under tuned glibc (1.52x), 6.66 s under
+  glibc's defaults (1.21x); kernel time 3.6 / 29.3 / 14.3 s; peak resident 3.6 / 4.1 / 6.0 GB.
 
-What this is not: a fix for real leaks (memory that is still referenced), and a no-op where the C library
-is not glibc. `AGENTRL_KEEP_MALLOC=1` leaves glibc's defaults alone.
+What this is not: a fix for real leaks (memory that is still referenced). Calls made in-process with an
+explicit argv (tests) never re-execute; they get the glibc tuning.
 """
 
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
+import sys
+from collections.abc import Mapping, MutableMapping
+from typing import Literal
 
+Allocator = Literal["tcmalloc", "glibc", "system"]
+CHOICES = ("auto", "tcmalloc", "glibc", "system")
+ALLOCATOR_ENV = "AGENTRL_ALLOCATOR"
+PRELOADED_ENV = "AGENTRL_PRELOADED"  # set on the re-executed process: the LD_PRELOAD to restore
+TCMALLOC_GLOBS = (
+    "/usr/lib/*-linux-gnu/libtcmalloc_minimal.so.4",
+    "/usr/lib64/libtcmalloc_minimal.so.4",
+    "/usr/lib/libtcmalloc_minimal.so.4",
+    "/usr/local/lib/libtcmalloc_minimal.so.4",
+)
+# tcmalloc prints a line for every allocation above this (default 1 GiB); the logits of a long batch pass it
+TCMALLOC_REPORT_ENV = "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD"
+TCMALLOC_REPORT_BYTES = str(1 << 40)
 M_ARENA_MAX = -8  # mallopt parameters, from glibc's <malloc.h>
 M_MMAP_THRESHOLD = -3
 ARENAS = 2
 MMAP_THRESHOLD_BYTES = 1 << 20
 
 
-def release_freed_memory() -> bool:
-    """Tune glibc as the module docstring says; True when it was applied."""
-    if os.environ.get("AGENTRL_KEEP_MALLOC") == "1":
-        return False
+def requested(environ: Mapping[str, str]) -> str:
+    """The `AGENTRL_ALLOCATOR` setting; a value that is not one of CHOICES is an error that names them."""
+    value = environ.get(ALLOCATOR_ENV, "auto") or "auto"
+    if value not in CHOICES:
+        raise SystemExit(f"{ALLOCATOR_ENV}={value!r} is not one of {', '.join(CHOICES)}")
+    return value
+
+
+def find_tcmalloc() -> str | None:
+    """The path of libtcmalloc_minimal.so.4 on this machine, if any."""
+    for pattern in TCMALLOC_GLOBS:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+def loaded_libraries() -> str:
+    """This process's memory map (the shared objects it has loaded); empty where there is no /proc."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return maps.read()
+    except OSError:
+        return ""
+
+
+def preload_environment(environ: Mapping[str, str], library: str) -> dict[str, str]:
+    """The environment to re-execute with: `library` first in LD_PRELOAD, the previous LD_PRELOAD kept in
+    PRELOADED_ENV (so the new process can restore it, and knows not to re-execute again)."""
+    before = environ.get("LD_PRELOAD", "")
+    env = dict(environ)
+    env["LD_PRELOAD"] = f"{library}:{before}" if before else library
+    env[PRELOADED_ENV] = before
+    env.setdefault(TCMALLOC_REPORT_ENV, TCMALLOC_REPORT_BYTES)
+    return env
+
+
+def restore_environment(environ: MutableMapping[str, str]) -> None:
+    """Undo `preload_environment`'s LD_PRELOAD in the re-executed process, so its children start clean."""
+    before = environ.pop(PRELOADED_ENV)
+    if before:
+        environ["LD_PRELOAD"] = before
+    else:
+        environ.pop("LD_PRELOAD", None)
+
+
+def choose_allocator(reexec: bool = True) -> Allocator:
+    """Pick this process's allocator as the module docstring says; returns the one in use. With `reexec`
+    (the command-line entry points) it may replace this process by the same command under tcmalloc, and
+    then does not return; without it (in-process calls) it never does."""
+    choice = requested(os.environ)
+    reexecuted = PRELOADED_ENV in os.environ  # this is the re-executed process: never again
+    if reexecuted:
+        restore_environment(os.environ)
+    if choice == "system":
+        return "system"
+    if "libtcmalloc" in loaded_libraries():
+        return "tcmalloc"
+    library = find_tcmalloc() if choice in ("auto", "tcmalloc") else None
+    if library and reexec and not reexecuted and sys.orig_argv:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        command = [sys.executable, *sys.orig_argv[1:]]
+        os.execve(sys.executable, command, preload_environment(os.environ, library))
+    if choice == "tcmalloc":
+        reason = "it did not load" if library else "libtcmalloc_minimal.so.4 was not found"
+        print(
+            f"agentrl: {ALLOCATOR_ENV}=tcmalloc but {reason}; install libtcmalloc-minimal4 (`make setup`"
+            " does); using tuned glibc",
+            file=sys.stderr,
+        )
+    return "glibc" if tune_glibc() else "system"
+
+
+def tune_glibc() -> bool:
+    """Cap glibc at ARENAS arenas and mmap allocations of MMAP_THRESHOLD_BYTES or more; True when applied
+    (False where the C library is not glibc)."""
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:  # not glibc (musl, macOS): nothing to tune

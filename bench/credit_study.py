@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from agentrl.config import RunConfig, load_config
-from agentrl.memory import release_freed_memory
+from agentrl.memory import choose_allocator
 from agentrl.tasks import load_tasks, sample_tasks
 from agentrl.trainer import distributed
 from agentrl.trainer.train import (
@@ -379,7 +379,7 @@ def kept_or_run(study: StudyConfig, name: str, argv: list[str]) -> dict[str, Any
 
 def run_child(kind: str, study: StudyConfig, out: Path) -> None:
     """`--child base` or `--child ESTIMATOR:SEED`: one evaluation or one training run, summary to `out`."""
-    release_freed_memory()  # see agentrl/memory.py: a study run reached 14 GB without it
+    choose_allocator()  # see agentrl/memory.py: a study run reached 14 GB under glibc's defaults
     if kind == "base":
         result: dict[str, Any] = asyncio.run(evaluate_base(study))
     else:

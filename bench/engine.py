@@ -6,6 +6,7 @@
                                                 # decoding is token-identical and the engine is faster
 
 Keys:
+- `allocator`: the memory allocator in use, as `agentrl` picks it (agentrl/memory.py; `AGENTRL_ALLOCATOR`);
 - `naive_tokens_per_s`: sampled tokens per second of `HFEngine` in fp32 (transformers `generate`, every
   turn re-prefilling the whole context, requests batched per turn), measured in the same run;
 - `engine_tokens_per_s`: the same workload through `CachedEngine` (precision `auto`); `speedup` their ratio;
@@ -50,6 +51,7 @@ from agentrl.agent.engines.base import Engine, SamplingParams
 from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
 from agentrl.agent.engines.hf import HFEngine, HFEngineConfig
 from agentrl.agent.engines.sampler import sample_next
+from agentrl.memory import choose_allocator
 from agentrl.models import ModelConfig, load_model
 
 FILLER = (
@@ -247,10 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small workload; exit 1 on a failed check")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = parser.parse_args(argv)
+    allocator = choose_allocator(reexec=argv is None)  # the allocator `agentrl` runs under
     if args.threads:
         torch.set_num_threads(args.threads)
     workload = QUICK if args.quick else FULL
     result: dict[str, Any] = {"mode": "quick" if args.quick else "full", "load_avg_1m": os.getloadavg()[0]}
+    result["allocator"] = allocator
     model, tokenizer = load_model(ModelConfig())
     torch.manual_seed(0)
     result["greedy_identical"] = greedy_identical(model, tokenizer)

@@ -7,6 +7,7 @@
     .venv/bin/python bench/trainer.py --rl-step RUN_DIR     # also the time split of a run's RL steps
 
 Keys:
+- `allocator`: the memory allocator in use, as `agentrl` picks it (agentrl/memory.py; `AGENTRL_ALLOCATOR`);
 - `precision`: what the update runs in: "bf16-autocast" where the CPU multiplies bf16 natively (the same
   test the update itself makes), else "fp32"; `--fp32` forces fp32;
 - `matmul_gflops`: `torch.matmul` on [2048 x 2048] x [2048 x 2048] in that precision, the best of a few,
@@ -47,6 +48,7 @@ from typing import Any
 import torch
 
 from agentrl.agent.engines.llama_kernels import native_cpu_bf16
+from agentrl.memory import choose_allocator
 from agentrl.models import ModelConfig, load_model
 from agentrl.trainer.losses import LossConfig
 from agentrl.trainer.samples import TrainSample
@@ -174,11 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rl-step", type=Path, metavar="RUN_DIR", help="a run folder with metrics.jsonl")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     args = parser.parse_args(argv)
+    allocator = choose_allocator(reexec=argv is None)  # the allocator `agentrl` runs under
     if args.threads:
         torch.set_num_threads(args.threads)
     batch, seq_len, repeats = (2, 512, 2) if args.quick else (4, 1024, 3)
     bf16 = not args.fp32 and native_cpu_bf16()
     result: dict[str, Any] = {"mode": "quick" if args.quick else "full", "load_avg_1m": os.getloadavg()[0]}
+    result["allocator"] = allocator
     result["precision"] = "bf16-autocast" if bf16 else "fp32"
     model, _ = load_model(ModelConfig())
     config = model.config

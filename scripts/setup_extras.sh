@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Install the system packages the slow viewer tests need: Debian's PostgreSQL server (the Postgres store
-# test starts a throwaway cluster with its initdb/pg_ctl) and Debian's chromium (the browser test drives it
-# with Playwright; Playwright's own browser download is not used). Idempotent: when both are present it does
-# nothing. Installing needs root on Debian; otherwise it says what is missing and exits 0, and the tests
-# that need the missing piece skip with a reason.
+# Install the system packages agentrl uses when present: tcmalloc (libtcmalloc-minimal4: every `agentrl`
+# process runs under it, agentrl/memory.py; without it, tuned glibc and slower updates), Debian's PostgreSQL
+# server (the Postgres store test starts a throwaway cluster with its initdb/pg_ctl) and Debian's chromium
+# (the browser test drives it with Playwright; Playwright's own browser download is not used). Idempotent:
+# when all are present it does nothing. Installing needs root on Debian; otherwise it says what is missing
+# and exits 0: agentrl falls back to glibc, and the tests that need the missing piece skip with a reason.
 set -euo pipefail
 
 log() { echo "extras: $*"; }
@@ -14,15 +15,16 @@ pg_bindir() {  # the newest /usr/lib/postgresql/<major>/bin holding initdb, if a
 }
 
 missing=()
+ls /usr/lib/*-linux-gnu/libtcmalloc_minimal.so.4 >/dev/null 2>&1 || missing+=(libtcmalloc-minimal4)
 [ -n "$(pg_bindir)" ] || command -v initdb >/dev/null || missing+=(postgresql)
 command -v chromium >/dev/null || missing+=(chromium)
 
 if [ "${#missing[@]}" -eq 0 ]; then
-    log "postgresql and chromium present"
+    log "tcmalloc, postgresql and chromium present"
     exit 0
 fi
 if [ "$(id -u)" -ne 0 ] || [ ! -f /etc/debian_version ]; then
-    log "missing ${missing[*]}; install them as root (apt-get install ${missing[*]}); the slow viewer tests skip until then"
+    log "missing ${missing[*]}; install them as root (apt-get install ${missing[*]}); until then agentrl uses glibc and the slow tests that need them skip"
     exit 0
 fi
 log "installing ${missing[*]}"

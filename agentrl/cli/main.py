@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from agentrl.cli import db, envs, eval, runs, sandbox, search, serve, swebench, train, ui
 from agentrl.errors import AgentRLError
-from agentrl.memory import release_freed_memory
+from agentrl.memory import choose_allocator
 
 SUBCOMMANDS = {
     "train": train,
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    release_freed_memory()  # before any thread allocates: see agentrl/memory.py
+    choose_allocator(reexec=argv is None)  # first: it may re-execute this command under tcmalloc
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)

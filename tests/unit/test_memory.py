@@ -1,19 +1,61 @@
-"""agentrl.memory: glibc's allocator is tuned in-process, and the opt-out leaves it alone."""
+"""agentrl.memory: the allocator choice, the LD_PRELOAD round trip, and a real re-execution under tcmalloc."""
 
 from __future__ import annotations
 
+import json
+import os
 import platform
+import subprocess
+import sys
 
 import pytest
 
-from agentrl.memory import release_freed_memory
+from agentrl import memory
+
+SHOW = (
+    "import json, os; from agentrl.memory import choose_allocator; "
+    "print(json.dumps([choose_allocator(), os.environ.get('LD_PRELOAD'), os.getpid()]))"
+)
+
+
+def test_preload_then_restore_gives_back_the_environment() -> None:
+    for before in ({}, {"LD_PRELOAD": "/opt/libother.so"}):
+        env = memory.preload_environment({"PATH": "/bin", **before}, "/usr/lib/libtcmalloc_minimal.so.4")
+        assert env["LD_PRELOAD"].split(":")[0] == "/usr/lib/libtcmalloc_minimal.so.4"
+        assert env[memory.TCMALLOC_REPORT_ENV] == memory.TCMALLOC_REPORT_BYTES
+        memory.restore_environment(env)
+        del env[memory.TCMALLOC_REPORT_ENV]
+        assert env == {"PATH": "/bin", **before}
+
+
+def test_an_unknown_setting_names_the_choices() -> None:
+    with pytest.raises(SystemExit, match="auto, tcmalloc, glibc, system"):
+        memory.requested({memory.ALLOCATOR_ENV: "jemalloc"})
+    assert memory.requested({}) == "auto"
+
+
+def test_system_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(memory.ALLOCATOR_ENV, "system")
+    assert memory.choose_allocator(reexec=False) == "system"
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt tuning applies to glibc only")
-def test_glibc_accepts_the_settings() -> None:
-    assert release_freed_memory() is True
+def test_glibc_accepts_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(memory.ALLOCATOR_ENV, "glibc")
+    assert memory.choose_allocator(reexec=False) == "glibc"
 
 
-def test_opt_out_leaves_the_allocator_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENTRL_KEEP_MALLOC", "1")
-    assert release_freed_memory() is False
+def run_show(setting: str) -> list:
+    env = {**os.environ, memory.ALLOCATOR_ENV: setting}
+    env.pop("LD_PRELOAD", None)
+    done = subprocess.run([sys.executable, "-c", SHOW], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(memory.find_tcmalloc() is None, reason="libtcmalloc-minimal4 is not installed")
+def test_a_command_reexecutes_once_under_tcmalloc_and_its_children_start_clean() -> None:
+    allocator, preload, _ = run_show("auto")
+    assert allocator == "tcmalloc"  # read from the process's own memory map after the re-exec
+    assert preload is None  # taken back out, so docker, git and the sandboxes are not preloaded
+    assert run_show("glibc")[:2] == ["glibc", None]
