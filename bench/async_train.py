@@ -16,6 +16,8 @@ memory), with the same seed and overrides, `eval.before=false eval.after=false`,
   pipeline's steady state, leaving out step 1, whose rollout async mode has nothing to overlap with;
 - `train_success_per_step`, `reward_per_step`: over each step's trained groups (the results per step);
 - `rollout_s`, `update_s`: per step; with async the rollout time is mostly hidden behind the update;
+- `cpu_s`, `cores_busy`: the process's CPU seconds over the loop and the cores they kept busy on average
+  (sync also `rollout_cores_busy` and `update_cores_busy`, the same during rollouts and during the rest);
 - async only: `staleness_mean` and `staleness_max` per step, `dropped_stale_groups`, `carried_over_groups`,
   `sync_wait_s` (waiting for generations in flight before each weight load), `sync_s`, `ess`.
 Top level: `async_speedup` = async steps_per_hour / sync steps_per_hour, `async_speedup_steady` (the
@@ -23,7 +25,9 @@ same over steps 2..N), `async_speedup_wall`, the overrides, and the load average
 work on the machine slows both modes alike only if it is steady; quote it). With `--repeats N` the modes
 run in ABBA order (sync, async, async, sync, ...) so that a steady drift in the machine's load cancels;
 `sync` and `async` are then lists of N runs and the speedups are ratios of summed steps and summed loop
-(wall) seconds.
+(wall) seconds. `overlap_bound` = sync's loop seconds / (its CPU seconds / `cores`): the most that any
+overlap of sync mode's work can gain on this machine, since the same work needs at least that many CPU
+seconds spread over every core (the sandboxes' CPU, outside the process, is left out).
 
 What this is not: a statistical comparison of learning (a few steps of GRPO on 135M parameters say little
 about final success); it shows the throughput ratio and that the per-step results are of the same kind.
@@ -92,6 +96,7 @@ def summarise(steps: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
         "rollout_s": [round(row["rollout_s"], 2) for row in steps],
         "update_s": [round(row["update_s"], 2) for row in steps],
         "ess": [row.get("ess") for row in steps],
+        **cpu_use(steps, loop_s),
     }
     for key in ("staleness_mean", "staleness_max", "dropped_stale_groups", "carried_over_groups"):
         if key in steps[0]:
@@ -100,6 +105,31 @@ def summarise(steps: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
         if "loop_s" in steps[-1]:
             out[key] = [round(row[key], 2) for row in steps]
     return out
+
+
+def cpu_use(steps: list[dict[str, Any]], loop_s: float) -> dict[str, float]:
+    """Process CPU seconds of the loop and the cores they kept busy on average; sync runs also the cores
+    busy during rollouts and during the rest of each step (credit, update, sync)."""
+    if "loop_cpu_s" in steps[-1]:
+        cpu_s = float(steps[-1]["loop_cpu_s"])
+        return {"cpu_s": round(cpu_s, 1), "cores_busy": round(cpu_s / loop_s, 2)}
+    cpu_s = sum(float(row["step_cpu_s"]) for row in steps)
+    rollout_cpu = sum(float(row["rollout_cpu_s"]) for row in steps)
+    rollout_wall = sum(float(row["rollout_s"]) for row in steps)
+    return {
+        "cpu_s": round(cpu_s, 1),
+        "cores_busy": round(cpu_s / loop_s, 2),
+        "rollout_cores_busy": round(rollout_cpu / rollout_wall, 2),
+        "update_cores_busy": round((cpu_s - rollout_cpu) / (loop_s - rollout_wall), 2),
+    }
+
+
+def overlap_bound(sync_runs: list[dict[str, Any]]) -> float:
+    """The most any overlap of sync mode's work can gain on this machine: its loop seconds over the seconds
+    its CPU seconds need when every core is busy (work outside this process, e.g. the sandboxes, aside)."""
+    loop_s = sum(run["loop_s"] for run in sync_runs)
+    cpu_s = sum(run["cpu_s"] for run in sync_runs)
+    return loop_s / (cpu_s / (os.cpu_count() or 1))
 
 
 def rate(runs: list[dict[str, Any]], seconds: str) -> float:
@@ -141,6 +171,8 @@ def main() -> None:
                 "async_speedup": round(rate(runs["async"], "loop_s") / rate(runs["sync"], "loop_s"), 3),
                 "async_speedup_steady": round(steady(runs["async"]) / steady(runs["sync"]), 3),
                 "async_speedup_wall": round(rate(runs["async"], "wall_s") / rate(runs["sync"], "wall_s"), 3),
+                "overlap_bound": round(overlap_bound(runs["sync"]), 3),
+                "cores": os.cpu_count(),
                 "load_average_before": [round(value, 2) for value in load_before],
                 "load_average_after": [round(value, 2) for value in os.getloadavg()],
             },

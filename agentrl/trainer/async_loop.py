@@ -105,7 +105,7 @@ async def async_lead(
         policy_version = 0  # updates launched so far: the version the next update trains from
         pending: asyncio.Task[dict[str, float]] | None = None
         logged: dict[str, float] = {}
-        loop_started = time.perf_counter()
+        loop_started, loop_cpu = time.perf_counter(), time.process_time()
         try:
             for step in range(1, config.train.steps + 1):
                 # 1. APRIL: top the pool up, train on the first fresh groups that finish, carry the rest over
@@ -119,7 +119,8 @@ async def async_lead(
                 pool.top_up(start_group)  # the next step's groups start now, while this step's update runs
                 # 2. the previous update has to land before this one starts; its step is logged now
                 if pending is not None:
-                    log_metrics(ctx, step - 1, {**logged, **await pending, "loop_s": _since(loop_started)})
+                    landed = await pending
+                    log_metrics(ctx, step - 1, {**logged, **landed, **_loop_times(loop_started, loop_cpu)})
                 # 3. credit assignment on the episodes that are real training signal
                 started = time.perf_counter()
                 episodes = [episode for group in groups for episode in group.episodes]
@@ -148,8 +149,9 @@ async def async_lead(
                     "weights_version": float(gate.version),
                 }
             if pending is not None:
+                landed = await pending
                 log_metrics(
-                    ctx, config.train.steps, {**logged, **await pending, "loop_s": _since(loop_started)}
+                    ctx, config.train.steps, {**logged, **landed, **_loop_times(loop_started, loop_cpu)}
                 )
         finally:
             await pool.aclose()
@@ -380,5 +382,6 @@ def parameter_bytes(model: torch.nn.Module) -> int:
     return sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
 
 
-def _since(started: float) -> float:
-    return time.perf_counter() - started
+def _loop_times(started: float, started_cpu: float) -> dict[str, float]:
+    """`loop_s` and `loop_cpu_s`: wall and process CPU seconds since the loop started."""
+    return {"loop_s": time.perf_counter() - started, "loop_cpu_s": time.process_time() - started_cpu}

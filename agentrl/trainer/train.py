@@ -132,10 +132,10 @@ async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | 
             # 1. sample this step's tasks
             tasks = sample_tasks(train_tasks, config.train.tasks_per_step, config.train.seed, step)
             # 2. rollouts: G episodes per task, batched through the engine
-            started = time.perf_counter()
+            started, step_cpu = time.perf_counter(), time.process_time()
             torch.manual_seed(config.train.seed * 1_000_003 + step)
             episodes = await rollout(ctx, tasks, config.train.group_size, config.sampling, seed=step)
-            rollout_s = time.perf_counter() - started
+            rollout_s, rollout_cpu_s = time.perf_counter() - started, time.process_time() - step_cpu
             # 3. credit assignment on the episodes that are real training signal
             started = time.perf_counter()
             usable = [episode for episode in episodes if not episode.is_infra_failure]
@@ -171,6 +171,8 @@ async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | 
                 "credit_s": credit_s,
                 "update_s": update_s,
                 "sync_s": sync_s,
+                "rollout_cpu_s": rollout_cpu_s,
+                "step_cpu_s": time.process_time() - step_cpu,
                 "trained_episodes": float(len(samples)),
             }
             log_metrics(ctx, step, metrics)
