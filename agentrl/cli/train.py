@@ -35,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.task, overrides)
     if config.trainer.nproc > 1 and "WORLD_SIZE" not in os.environ:
         return launch_ranks(args.task, overrides, config.trainer.nproc)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank: torchrun gave it a session of its own
+        from agentrl.trainer.distributed import die_with_parent
+
+        die_with_parent()
     before, after, run_dir = asyncio.run(train(config))
     if not run_dir:  # a rank > 0 of a multi-process run: rank 0 reports
         return 0
@@ -48,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
 def launch_ranks(task: str, overrides: list[str], nproc: int) -> int:
     """Re-run this command under torchrun with `nproc` ranks on this host (rendezvous on 127.0.0.1)."""
+    from agentrl.trainer.distributed import die_with_parent
+
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -65,4 +71,5 @@ def launch_ranks(task: str, overrides: list[str], nproc: int) -> int:
         task,
         *overrides,
     ]
-    return subprocess.run(command, check=False).returncode
+    # torchrun dies with this process, and its ranks with torchrun (they call die_with_parent themselves)
+    return subprocess.run(command, check=False, preexec_fn=die_with_parent).returncode

@@ -7,6 +7,10 @@ fp32 on CPU); `full_state_dict` gathers the sharded weights into one CPU state d
 which is how a colocated sampling engine gets the updated weights; `broadcast` ships Python objects (the
 step's training samples) from rank 0 to every rank.
 
+`die_with_parent()` makes the kernel SIGKILL this process when its parent exits: torchrun starts each rank in
+a session of its own, so without it a SIGKILL of `agentrl train` (or the OOM killer) would leave the ranks
+running, still training and writing to the run's folder and store.
+
 What this is not: the update (`update.policy_update` takes the `DataParallel` and does the global
 normalisation) or a launcher (`torchrun --nproc_per_node N ...`; `agentrl train trainer.nproc=N` re-executes
 itself under torchrun).
@@ -14,7 +18,9 @@ itself under torchrun).
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 from typing import Any
 
 import torch
@@ -22,6 +28,24 @@ import torch.distributed as dist
 
 from agentrl.errors import ConfigError
 from agentrl.trainer.update import SINGLE_PROCESS, DataParallel
+
+PR_SET_PDEATHSIG = 1  # prctl option, from <linux/prctl.h>
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:  # not Linux/glibc: no parent-death signal
+        return None
+
+
+LIBC = _load_libc()  # loaded at import, so `die_with_parent` can run as a `preexec_fn` (after fork)
+
+
+def die_with_parent() -> bool:
+    """Have the kernel SIGKILL this process when its parent exits (Linux); True when set. Also usable as a
+    subprocess's `preexec_fn`: the child then dies with the process that started it."""
+    return LIBC is not None and LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
 
 
 def init_from_env() -> DataParallel:

@@ -1,5 +1,6 @@
 """Exact resume: a run killed with SIGKILL after step 2 and resumed from its checkpoint records the same
-step 3 as a run that was never interrupted (seeded sampling, so rollouts do not depend on batching)."""
+step 3 as a run that was never interrupted (seeded sampling, so rollouts do not depend on batching); in one
+process, and with `trainer.nproc=2` (torchrun, FSDP2 shards and per-rank RNG states)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
 TIMINGS = ("_s",)  # wall-clock metrics differ between runs by nature
 
 
-def train_args(runs: Path, db: Path, name: str) -> list[str]:
+def train_args(runs: Path, db: Path, name: str, nproc: int) -> list[str]:
     return [
         "train",
         "--task",
@@ -40,6 +41,7 @@ def train_args(runs: Path, db: Path, name: str) -> list[str]:
         "engine.kind=hf",
         "trainer.checkpoint_every=1",
         "optim.lr=1e-4",
+        f"trainer.nproc={nproc}",
     ]
 
 
@@ -54,16 +56,21 @@ def step_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_killed_run_resumes_exactly(repo_root: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_a_killed_run_resumes_exactly(repo_root: Path, tmp_path: Path, nproc: int) -> None:
     runs, db = tmp_path / "runs", tmp_path / "store.db"
     env = {**os.environ, "AGENTRL_DB_URL": ""}
     straight = subprocess.run(
-        AGENTRL + train_args(runs, db, "straight"), cwd=repo_root, env=env, capture_output=True, text=True
+        AGENTRL + train_args(runs, db, "straight", nproc),
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert straight.returncode == 0, straight.stderr[-3000:]
 
     killed = subprocess.Popen(
-        AGENTRL + train_args(runs, db, "killed"),
+        AGENTRL + train_args(runs, db, "killed", nproc),
         cwd=repo_root,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -79,7 +86,7 @@ def test_a_killed_run_resumes_exactly(repo_root: Path, tmp_path: Path) -> None:
     killed.wait()
 
     resumed = subprocess.run(
-        AGENTRL + [*train_args(runs, db, "killed"), f"trainer.resume={runs / 'killed'}"],
+        AGENTRL + [*train_args(runs, db, "killed", nproc), f"trainer.resume={runs / 'killed'}"],
         cwd=repo_root,
         env=env,
         capture_output=True,
