@@ -79,6 +79,14 @@ class WandbSink:
         self._run.log({key: float(value) for key, value in metrics.items()}, step=step)
 
     def close(self, finished: bool) -> None:
+        """Finish the run and, when no other W&B run is active in this process, wait until W&B has
+        written (offline) or sent (online) everything: `run.finish` alone returns before wandb-core's
+        writer has flushed the run file, so a `wandb sync` or a reader right after would see a partial run."""
         run, self._run = self._run, None
-        if run is not None:
-            run.finish(exit_code=0 if finished else 1)
+        if run is None:
+            return
+        run.finish(exit_code=0 if finished else 1)
+        import wandb
+
+        if wandb.run is None:
+            wandb.teardown()
