@@ -156,6 +156,7 @@ async def lead(config: RunConfig, parallel: DataParallel) -> tuple[EvalResult | 
             keep_all = config.loss.kl_coef > 0 or config.loss.entropy_coef > 0
             samples = training_samples(usable, advantages, config.rollout.max_context_tokens, keep_all)
             shared = distributed.broadcast(samples, parallel)
+            free_engine_memory(ctx.engine)  # vLLM with engine.vllm.sleep_level > 0: its GPU memory
             # in a worker thread, so the event loop keeps answering the env service's WebSocket pings
             update = await asyncio.to_thread(update_policy, config, learner, shared, pad_id(ctx))
             update_s = time.perf_counter() - started
@@ -228,6 +229,15 @@ def make_learner(config: RunConfig, parallel: DataParallel, engine_model: torch.
         reference = load_model(config.model)[0].eval().requires_grad_(False)
     optimizer, scheduler = make_optimizer(policy, config.optim)
     return Learner(policy, optimizer, scheduler, reference, parallel)
+
+
+def free_engine_memory(engine: Any) -> None:
+    """Before a sync-mode update: a vLLM engine with `engine.vllm.sleep_level` > 0 frees its GPU memory for
+    the trainer (`VLLMEngine.sleep`); other engines share the trainer's module and hold nothing extra."""
+    from agentrl.agent.engines.vllm import VLLMEngine
+
+    if isinstance(engine, VLLMEngine):
+        engine.sleep()
 
 
 def sync_engine(engine: Any, learner: Learner) -> float:
@@ -460,6 +470,12 @@ def build_engine(config: RunConfig, kind: str) -> Any:
         return OpenAIEngine(load_tokenizer(config.model), engines.openai)  # prompts are rendered here
     if engines.kind == "vllm":  # checks for vllm and a GPU before loading anything
         from agentrl.agent.engines.vllm import create_vllm_engine
+
+        if engines.vllm.sleep_level and config.trainer.async_mode:
+            raise ConfigError(
+                "engine.vllm.sleep_level > 0 needs trainer.async_mode=false: async rollouts sample while "
+                "the update runs, so vLLM cannot give its memory up; set engine.vllm.sleep_level=0"
+            )
 
         return create_vllm_engine(config.model, engines.vllm, nproc=config.trainer.nproc)
     model, tokenizer = load_model(config.model)

@@ -1,6 +1,7 @@
 """VLLMEngine on a real GPU with the real SmolLM2-135M: token-in/token-out generation, sampler log-probs
 against an HF forward pass of the trainer's module, per-request seeds, and a weight sync that changes the
-greedy output and, restored, brings it back. Skipped (with the reason shown) without CUDA or vllm; the
+greedy output and, restored, brings it back, and sleep mode (levels 1 and 2: GPU memory freed, the same greedy
+output after the wake). Skipped (with the reason shown) without CUDA or vllm; the
 engine's own logic is covered everywhere by tests/unit/test_engine_vllm_logic.py."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import asyncio
 import importlib.util
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 import pytest
 import torch
@@ -36,7 +38,9 @@ MEAN_ABS_TOLERANCE = 0.05
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[VLLMEngine]:
-    config = VLLMEngineConfig(gpu_memory_utilization=0.3, max_model_len=2048, enforce_eager=True)
+    config = VLLMEngineConfig(
+        gpu_memory_utilization=0.3, max_model_len=2048, enforce_eager=True, sleep_level=1
+    )
     built = create_vllm_engine(ModelConfig(dtype="float32"), config)
     yield built
     built.close()
@@ -102,4 +106,20 @@ def test_a_weight_sync_changes_greedy_output_and_restoring_brings_it_back(engine
     assert changed != before
     engine.model.load_state_dict(saved)
     sync_engine(engine, learner)
+    assert [c.token_ids for c in generate_all(engine, prompt_list, greedy)] == before
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_sleep_frees_gpu_memory_and_the_wake_samples_as_before(engine: VLLMEngine, level: int) -> None:
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=24)
+    prompt_list = prompts(engine)
+    before = [c.token_ids for c in generate_all(engine, prompt_list, greedy)]
+    engine.config = replace(engine.config, sleep_level=level)
+    free_awake = torch.cuda.mem_get_info()[0]
+    engine.sleep()
+    assert engine.asleep and torch.cuda.mem_get_info()[0] > free_awake + 256 * 2**20  # at least the KV cache
+    sync_engine(engine, Learner(engine.model, None, None, None, SINGLE_PROCESS))  # wakes with the weights
+    assert not engine.asleep
+    assert [c.token_ids for c in generate_all(engine, prompt_list, greedy)] == before
+    engine.sleep()  # a request wakes it too, with the trainer module's weights
     assert [c.token_ids for c in generate_all(engine, prompt_list, greedy)] == before

@@ -50,6 +50,8 @@ class ScriptedCore:
     aborted: list[str] = field(default_factory=list)
     loaded: list[Mapping[str, torch.Tensor]] = field(default_factory=list)
     fail_next_step: bool = False
+    events: list[tuple[str, object]] = field(default_factory=list)  # sleep, wake_up and load, in order
+    freed: set[str] = field(default_factory=set)  # memory tags a sleep freed and no wake_up gave back yet
     step_delay_s: float = 0.005  # a decode step takes time, so callers can arrive while others decode
 
     def add(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams) -> None:
@@ -66,6 +68,7 @@ class ScriptedCore:
         return bool(self.running)
 
     def step(self) -> list[Finished]:
+        assert not self.freed, f"a step ran while vLLM's {sorted(self.freed)} memory was freed"
         if self.fail_next_step:
             self.fail_next_step = False
             raise RuntimeError("CUDA error: an illegal memory access")
@@ -81,7 +84,17 @@ class ScriptedCore:
         return done
 
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
+        assert "weights" not in self.freed, "weights loaded into freed memory"
         self.loaded.append(weights)
+        self.events.append(("load", tuple(weights)))
+
+    def sleep(self, level: int) -> None:
+        self.freed |= {"weights", "kv_cache"}
+        self.events.append(("sleep", level))
+
+    def wake_up(self, tags: Sequence[str]) -> None:
+        self.freed -= set(tags)
+        self.events.append(("wake_up", tuple(tags)))
 
 
 async def until_decoding(core: ScriptedCore) -> None:
@@ -90,9 +103,12 @@ async def until_decoding(core: ScriptedCore) -> None:
         await asyncio.sleep(0.001)
 
 
-def engine_with(script: Mapping[tuple[int, ...], list[int]]) -> tuple[VLLMEngine, ScriptedCore]:
+def engine_with(
+    script: Mapping[tuple[int, ...], list[int]], sleep_level: int = 0
+) -> tuple[VLLMEngine, ScriptedCore]:
     core = ScriptedCore(script)
-    return VLLMEngine(torch.nn.Linear(2, 2), TOKENIZER, core, VLLMEngineConfig(max_wait_s=0.01)), core
+    config = VLLMEngineConfig(max_wait_s=0.01, sleep_level=sleep_level)
+    return VLLMEngine(torch.nn.Linear(2, 2), TOKENIZER, core, config), core
 
 
 def test_sampling_params_map_to_vllm_keywords() -> None:
@@ -250,4 +266,67 @@ def test_engine_kind_vllm_without_vllm_or_gpu_says_what_to_do() -> None:
         check_available()
     config = RunConfig(engine=EngineConfig(kind="vllm"), trainer=TrainerConfig())
     with pytest.raises(ConfigError, match=r"agentrl\[vllm\]|GPU"):
+        build_engine(config, kind="train")
+
+
+def test_sleep_level_reaches_vllm_and_is_checked() -> None:
+    assert "enable_sleep_mode" not in llm_kwargs("m", None, VLLMEngineConfig())
+    assert llm_kwargs("m", None, VLLMEngineConfig(sleep_level=2))["enable_sleep_mode"] is True
+    with pytest.raises(ConfigError, match="sleep_level must be 0"):
+        VLLMEngineConfig(sleep_level=3)
+
+
+def test_without_sleep_level_the_engine_never_sleeps() -> None:
+    engine, core = engine_with({(1,): ids("ab")})
+    engine.sleep()
+    engine.push_weights({"w": torch.ones(2)})
+    assert core.events == [("load", ("w",))] and not engine.asleep
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_a_sleeping_engine_wakes_weights_then_loads_then_kv_cache(level: int) -> None:
+    engine, core = engine_with({(1,): ids("ab")}, sleep_level=level)
+    engine.sleep()
+    engine.sleep()  # a second call while asleep does nothing
+    assert engine.asleep and core.events == [("sleep", level)]
+    engine.push_weights({"w": torch.ones(2)})
+    assert core.events[1:] == [("wake_up", ("weights",)), ("load", ("w",)), ("wake_up", ("kv_cache",))]
+    assert not engine.asleep and not core.freed
+
+
+def test_a_request_to_a_sleeping_engine_wakes_it_with_the_trainers_weights() -> None:
+    engine, core = engine_with({(1,): ids("ab")}, sleep_level=2)
+    engine.sleep()
+
+    async def run() -> str:
+        return (await engine.generate((1,), SamplingParams(max_new_tokens=2, stop=()))).text
+
+    assert asyncio.run(run()) == "ab"
+    assert core.events[1:] == [
+        ("wake_up", ("weights",)),
+        ("load", ("weight", "bias")),  # the trainer's module (here a Linear)
+        ("wake_up", ("kv_cache",)),
+    ]
+
+
+def test_the_engine_cannot_sleep_while_generating() -> None:
+    engine, core = engine_with({(1,): ids("0123456789" * 4)}, sleep_level=2)
+
+    async def run() -> None:
+        turn = asyncio.create_task(engine.generate((1,), SamplingParams(max_new_tokens=40, stop=())))
+        await until_decoding(core)
+        with pytest.raises(ModelError, match="no generation is running"):
+            engine.sleep()
+        await turn
+
+    asyncio.run(run())
+    assert not engine.asleep and core.events == []
+
+
+def test_sleep_mode_is_refused_in_async_mode() -> None:
+    from agentrl.trainer.train import build_engine
+
+    engines = EngineConfig(kind="vllm", vllm=VLLMEngineConfig(sleep_level=2))
+    config = RunConfig(engine=engines, trainer=TrainerConfig(async_mode=True))
+    with pytest.raises(ConfigError, match="async_mode=false"):
         build_engine(config, kind="train")

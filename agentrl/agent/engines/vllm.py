@@ -26,10 +26,16 @@ Versions: vLLM >= 0.10.2 (the V1 engine with `logprobs_mode`; older V1 releases 
 raw logits, ignoring the temperature). Tested where a CUDA GPU and vllm exist
 (tests/integration/test_engine_vllm.py); elsewhere those tests skip.
 
+Sleep mode (`engine.vllm.sleep_level` 1 or 2, sync mode only): the training loop calls `sleep()` before
+each update, so vLLM gives the GPU memory of its KV cache (level 1: also its weights, copied to CPU RAM;
+level 2: its weights discarded) back to the trainer, and `push_weights` wakes it in three moves: weight
+memory back, the new weights loaded, KV cache memory back, so the KV cache is not reallocated while the
+trainer's state dict is still on the GPU. A request arriving at a sleeping engine (an eval with no update
+before it) wakes it with the weights of the trainer's module. Level 0 keeps vLLM's weights and a KV cache of
+`gpu_memory_utilization` of the GPU during the update too.
+
 What this is not: multi-GPU (tensor parallel size 1; several ranks, by `trainer.nproc > 1` or a torchrun,
-are refused), LoRA (refused: vLLM would need the merged weights), or memory-sharing with the trainer: vLLM
-keeps its weights and a KV cache of `gpu_memory_utilization` of the GPU during the update too (no
-sleep/wake: `LLM.sleep` before the update and `wake_up` after it would need hooks around the update).
+are refused), or LoRA (refused: vLLM would need the merged weights).
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ if TYPE_CHECKING:
 
 MIN_VLLM_VERSION = (0, 10, 2)
 INSTALL_HINT = "pip install 'agentrl[vllm]'"
+SLEEP_LEVELS = (0, 1, 2)
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,10 @@ class VLLMEngineConfig:
                             every weight sync
     seed:                   vLLM's own RNG seed (requests without a `seed` draw from it)
     max_wait_s:             when idle, how long the engine gathers arriving requests before stepping
+    sleep_level:            0: vLLM keeps its GPU memory during updates; 1: its KV cache is freed and its
+                            weights offloaded to CPU RAM for each update; 2: both freed (they are reloaded
+                            after the update anyway: the cheapest for RL). 1 and 2 need trainer.async_mode=
+                            false (async rollouts sample during updates)
     """
 
     gpu_memory_utilization: float = 0.4
@@ -85,6 +96,7 @@ class VLLMEngineConfig:
     enable_prefix_caching: bool = True
     seed: int = 0
     max_wait_s: float = 0.005
+    sleep_level: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
@@ -95,6 +107,11 @@ class VLLMEngineConfig:
             )
         if self.max_model_len < 0 or self.max_num_seqs < 1:
             raise ConfigError("engine.vllm.max_model_len must be >= 0 and engine.vllm.max_num_seqs >= 1")
+        if self.sleep_level not in SLEEP_LEVELS:
+            raise ConfigError(
+                f"engine.vllm.sleep_level must be 0 (off), 1 (offload weights) or 2 (discard weights), "
+                f"got {self.sleep_level!r}"
+            )
 
 
 def check_available() -> None:
@@ -138,6 +155,8 @@ def llm_kwargs(model_path: str, revision: str | None, config: VLLMEngineConfig) 
     }
     if config.max_model_len:
         kwargs["max_model_len"] = config.max_model_len
+    if config.sleep_level:
+        kwargs["enable_sleep_mode"] = True  # vLLM's allocator then tags weight and KV cache memory
     return kwargs
 
 
@@ -216,6 +235,10 @@ class Core(Protocol):
 
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None: ...
 
+    def sleep(self, level: int) -> None: ...
+
+    def wake_up(self, tags: Sequence[str]) -> None: ...
+
 
 class VLLMCore:
     """The thin layer over `vllm.LLM`: its engine's add_request/abort_request/step and the weight load."""
@@ -264,6 +287,14 @@ class VLLMCore:
         if self.llm.reset_prefix_cache() is False:
             raise ModelError("vLLM refused to reset its prefix cache: sync weights only when no request runs")
 
+    def sleep(self, level: int) -> None:
+        """Free the KV cache (and offload, level 1, or discard, level 2, the weights): `LLM.sleep`."""
+        self.llm.sleep(level=level)
+
+    def wake_up(self, tags: Sequence[str]) -> None:
+        """Give back the memory of these tags ("weights", "kv_cache"): `LLM.wake_up(tags=...)`."""
+        self.llm.wake_up(tags=list(tags))
+
 
 def driver_model(llm: Any) -> Any:
     """vLLM's model module in this process (V1 engine core in-process; it has `load_weights`), or None if
@@ -297,17 +328,46 @@ class VLLMEngine:
         self._ids = itertools.count()
         self._in_flight: dict[str, Request] = {}
         self._orphans: list[str] = []  # requests whose callers are gone, to abort at the next step
+        self._asleep = False
         self._requests = RequestLoop(self._run, "vllm-engine-scheduler")
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
         """One completion of `prompt_ids`, decoded alongside every other running request."""
         return await self._requests.submit(prompt_ids, params)
 
+    @property
+    def asleep(self) -> bool:
+        return self._asleep
+
     def push_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        """Load the trainer's weights into vLLM and reset its prefix cache; only between rollouts."""
-        if self._in_flight or self._requests.has_waiting():
-            raise ModelError("weights can be pushed into vLLM only when no generation is running")
+        """Load the trainer's weights into vLLM and reset its prefix cache (waking it if it sleeps); only
+        between rollouts."""
+        self._check_idle("weights can be pushed into vLLM")
+        if self._asleep:
+            self._wake(state_dict)
+        else:
+            self.core.load_weights(state_dict)
+
+    def sleep(self) -> None:
+        """Give vLLM's GPU memory to the update (`config.sleep_level`; level 0: nothing); only between
+        rollouts. `push_weights`, or the next request, wakes it."""
+        if self.config.sleep_level == 0 or self._asleep:
+            return
+        self._check_idle("vLLM can sleep")
+        self.core.sleep(self.config.sleep_level)
+        self._asleep = True
+
+    def _wake(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Weight memory back, these weights in (level 2 discarded the old ones; level 1's may be stale),
+        then the KV cache's memory: no KV cache is allocated while `state_dict` may still hold GPU memory."""
+        self.core.wake_up(("weights",))
         self.core.load_weights(state_dict)
+        self.core.wake_up(("kv_cache",))
+        self._asleep = False
+
+    def _check_idle(self, what: str) -> None:
+        if self._in_flight or self._requests.has_waiting():
+            raise ModelError(f"{what} only when no generation is running")
 
     def set_eval(self) -> None:
         """The trainer's module back in eval mode (vLLM's copy has no train mode)."""
@@ -346,7 +406,10 @@ class VLLMEngine:
             self._fail_all(None)
 
     def _step(self, admitted: Mapping[str, Request]) -> _StepResult:
-        """In the worker thread: abort what callers left, admit the new requests, run one vLLM step."""
+        """In the worker thread: abort what callers left, admit the new requests, run one vLLM step (after
+        waking vLLM with the trainer's module's weights if it sleeps)."""
+        if self._asleep:
+            self._wake(self.model.state_dict())
         orphans, self._orphans = self._orphans, []
         if orphans:
             self.core.abort(orphans)
