@@ -35,18 +35,20 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.task, overrides)
     if config.trainer.nproc > 1 and "WORLD_SIZE" not in os.environ:
         return launch_ranks(args.task, overrides, config.trainer.nproc)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank: torchrun gave it a session of its own
-        from agentrl.trainer.distributed import die_with_parent
+    from agentrl.trainer.distributed import die_with_parent, exit_rank
 
+    under_torchrun = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if under_torchrun:  # torchrun gave this rank a session of its own
         die_with_parent()
     before, after, run_dir = asyncio.run(train(config))
-    if not run_dir:  # a rank > 0 of a multi-process run: rank 0 reports
-        return 0
     if before is not None:
         print(format_eval("held-out before", before))
     if after is not None:
         print(format_eval("held-out after ", after))
-    print(f"run directory: {run_dir}")
+    if run_dir:  # rank 0 reports; the other ranks return ""
+        print(f"run directory: {run_dir}")
+    if under_torchrun:
+        exit_rank(0)  # everything is written and closed: skip interpreter finalization (see exit_rank)
     return 0
 
 

@@ -19,7 +19,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from agentrl.trainer import checkpoint
-from agentrl.trainer.distributed import close, full_state_dict, init_from_env, shard_model
+from agentrl.trainer.distributed import close, exit_rank, full_state_dict, init_from_env, shard_model
 from agentrl.trainer.losses import LossConfig
 from agentrl.trainer.samples import TrainSample
 from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, policy_update
@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     if parallel.rank == 0:
         torch.save({"params": params, "metrics": metrics}, args.out)
     close(parallel)
+    if parallel.world_size > 1:
+        exit_rank(0)
 
 
 if __name__ == "__main__":
