@@ -124,7 +124,7 @@ def exit_rank(code: int) -> NoReturn:
     reference the group, and such a thread may still be dropping its last reference to the final collective
     (whose tensors have Python objects) when the main thread finalizes the interpreter; it then takes the
     GIL during finalization and the process aborts ("terminate called without an active exception",
-    SIGABRT, so torchrun reports a finished run as failed). Seen in 2 of 30 two-rank resumes on a loaded
+    SIGABRT, so torchrun reports a finished run as failed). Seen in 2 of 38 two-rank resumes on a loaded
     2-core machine; the core dump shows the thread in `~AsyncAllgatherCoalescedWork` -> `take_gil`."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
