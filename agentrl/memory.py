@@ -127,12 +127,20 @@ def choose_allocator(reexec: bool = True) -> Allocator:
     return "glibc" if tune_glibc() else "system"
 
 
+def load_libc() -> ctypes.CDLL | None:
+    """glibc through ctypes (errno kept for `ctypes.get_errno`), or None where the C library is not glibc
+    (musl, macOS). Also used by `trainer.distributed.die_with_parent` (prctl)."""
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
 def tune_glibc() -> bool:
     """Cap glibc at ARENAS arenas and mmap allocations of MMAP_THRESHOLD_BYTES or more; True when applied
     (False where the C library is not glibc)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc (musl, macOS): nothing to tune
+    libc = load_libc()
+    if libc is None:  # nothing to tune
         return False
     # a fixed M_MMAP_THRESHOLD also turns glibc's adaptive threshold off; mallopt returns 1 on success
     return bool(libc.mallopt(M_ARENA_MAX, ARENAS)) and bool(

@@ -19,7 +19,6 @@ itself under torchrun).
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
@@ -30,19 +29,13 @@ import torch
 import torch.distributed as dist
 
 from agentrl.errors import ConfigError
+from agentrl.memory import load_libc
 from agentrl.trainer.update import SINGLE_PROCESS, DataParallel
 
 PR_SET_PDEATHSIG = 1  # prctl option, from <linux/prctl.h>
 
 
-def _load_libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL("libc.so.6", use_errno=True)
-    except OSError:  # not Linux/glibc: no parent-death signal
-        return None
-
-
-LIBC = _load_libc()  # loaded at import, so `die_with_parent` can run as a `preexec_fn` (after fork)
+LIBC = load_libc()  # loaded at import, so `die_with_parent` can run as a `preexec_fn` (after fork)
 
 
 def die_with_parent() -> bool:
