@@ -12,14 +12,13 @@ own mmap. `AGENTRL_ALLOCATOR=system` changes nothing.
 Why: PyTorch on CPU allocates and frees its activations, logits and KV buffers on every step, from several
 threads, in sizes that vary with each batch.
 - glibc's defaults (up to 8 arenas per core, a mmap threshold that adapts up to 32 MiB) fragment: a maze
-  training run (bench/credit_study.py) reached 14 GB resident, 6.9 GB of it in fully resident 64 MB arena
-  heaps (/proc/PID/smaps), and the machine thrashed.
-- The glibc cap fixed that (the same run peaked at 7.9 GB) but makes every large buffer a fresh mmap whose
-  pages the kernel faults in and zeroes: a calc training run spent 26 s in the kernel against 36 s in user
-  code, and an update of 4 episodes (~700 tokens each) took 13.7-18.8 s; under tcmalloc, 7.8-8.7 s.
-- `bench/allocator.py` (the update alone, 4 x 700 tokens, in a worker thread as in training; quiet
-  machine, load 1.3-1.9): best update 5.51 s under tcmalloc, 8.39 s under tuned glibc (1.52x), 6.66 s under
-  glibc's defaults (1.21x); kernel time 3.6 / 29.3 / 14.3 s; peak resident 3.6 / 4.1 / 6.0 GB.
+  training run (bench/credit_study.py) grew many fully resident arena heaps (/proc/PID/smaps) and the
+  machine thrashed.
+- The glibc cap fixed that but makes every large buffer a fresh mmap whose pages the kernel faults in and
+  zeroes, so training spent much of its time in the kernel.
+- tcmalloc avoids both. The measurements (update time, kernel time and peak memory under each allocator)
+  come from `bench/allocator.py`; its results are in bench/results/allocator.json and the README
+  ("Allocator").
 
 What this is not: a fix for real leaks (memory that is still referenced). Calls made in-process with an
 explicit argv (tests) never re-execute; they get the glibc tuning.

@@ -1,7 +1,7 @@
 """Flattening episodes (typed, or as plain records) into a `StepBatch`, and splitting results back.
 
 What this is: the two ways into credit assignment — `episodes_to_batch` for the runner's `Episode`s and
-`records_to_batch` for the plain-dict record API of CREDIT.md — plus `split_by_episode` for the way out.
+`records_to_batch` for the plain-dict record API of docs/credit.md — plus `split_by_episode` for the way out.
 Group labels are mapped to ints 0..G-1 once, in order of first appearance.
 
 What this is not: an estimator, and not a filter. Episodes that ended in an infrastructure failure must be
@@ -58,7 +58,7 @@ def action_key(turn: Turn) -> Hashable:
 
 
 def records_to_batch(records: Sequence[Mapping[str, Any]]) -> StepBatch:
-    """The record API's input (CREDIT.md, "The record API") as a StepBatch; bad records -> ConfigError."""
+    """The record API's input (docs/credit.md, "The record API") as a StepBatch; bad ones -> ConfigError."""
     for index, record in enumerate(records):
         _check_record(index, record)
     labels: dict[Hashable, int] = {}

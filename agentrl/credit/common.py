@@ -1,4 +1,4 @@
-"""Vectorised building blocks shared by the advantage estimators (CREDIT.md, "Terms").
+"""Vectorised building blocks shared by the advantage estimators (docs/credit.md, "Terms").
 
 What this is: pure numpy functions over a `StepBatch` or over flat arrays with integer segment labels.
 Segment statistics use `np.bincount`; the only Python loops run over time steps (at most max T_i
@@ -24,7 +24,7 @@ STD_EPS = 1e-6
 
 
 def apply_invalid_penalty(rewards: np.ndarray, valid: np.ndarray, penalty: float) -> np.ndarray:
-    """[S] rewards with `penalty` subtracted at every invalid step (before returns; CREDIT.md "valid")."""
+    """[S] rewards with `penalty` subtracted at every invalid step, before returns (docs/credit.md)."""
     return np.asarray(rewards, dtype=np.float64) - penalty * (~np.asarray(valid, dtype=bool))
 
 

@@ -5,7 +5,7 @@
     A^S(i,t) = normalise(R_t over the anchor group)    — R_t = sum_k gamma^(k-t) r_k  (paper eqs. 5-6)
 
 An anchor group is every step of one task group taken in exactly the same state key, repeated visits within
-one episode included (CREDIT.md, "GiGPO"). Singleton and all-equal anchor groups give A^S = 0. A `None`
+one episode included (docs/credit.md, "GiGPO"). Singleton and all-equal anchor groups give A^S = 0. A `None`
 state key never anchors (see `segments.py`).
 
 Optional similarity anchors (`similarity_anchors=True`, for text states): within each task group the

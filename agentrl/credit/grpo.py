@@ -1,4 +1,4 @@
-"""The GRPO family: GRPO, Dr.GRPO and RLOO — episode-level advantages (CREDIT.md, "GRPO family").
+"""The GRPO family: GRPO, Dr.GRPO and RLOO — episode-level advantages (docs/credit.md, "GRPO, Dr.GRPO, RLOO").
 
 What this is: one estimator, `grpo(batch, config) -> [S]`, whose config selects the variant, and `rloo`,
 the same computation under RLOO's defaults. Every step of an episode receives the episode's value.

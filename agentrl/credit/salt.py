@@ -1,6 +1,6 @@
 """SALT (arXiv 2510.20022): episode advantages averaged over the merged trajectory graph of a task group.
 
-No public code exists; this follows CREDIT.md's reading of the paper. Compute the base episode advantage
+No public code exists; this follows docs/credit.md's reading of the paper. Compute the base episode advantage
 (GRPO by default, Dr.GRPO or RLOO). A step is the transition (states[t], actions[t], states[t+1]); every
 occurrence of the same transition within one task group — across episodes and within one — is one node of
 the graph, and each occurrence gets the mean of the base advantages of all occurrences of its node:

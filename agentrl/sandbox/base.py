@@ -54,7 +54,7 @@ class Sandbox(Protocol):
 
 @dataclass(frozen=True)
 class ExecLogEntry:
-    """One line of a sandbox's exec log (SANDBOX.md item 15)."""
+    """One line of a sandbox's exec log (docs/sandbox.md item 15)."""
 
     command: tuple[str, ...]
     exit_code: int

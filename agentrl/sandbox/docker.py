@@ -1,6 +1,6 @@
 """A hardened Docker sandbox: one container, commands run through a persistent in-container exec channel.
 
-What it protects against (SANDBOX.md items in brackets):
+What it protects against (docs/sandbox.md items in brackets):
 - privilege escalation: non-root user 1000 [1], every capability dropped [2], no-new-privileges and
   Docker's default seccomp profile, never privileged [3]; the Docker socket is never mounted [4];
 - writing outside scratch space: read-only root filesystem, sized tmpfs for /tmp and the workdir [5, 7];
@@ -18,7 +18,7 @@ Every exec is logged at DEBUG and kept in `sandbox.exec_log` [15]; `SandboxConfi
 to gVisor where installed [16].
 
 Commands go through `ExecChannel` (`channel.py`): one `docker exec` per container at start, then a socket
-round trip per command instead of a fresh `docker exec` (~71 ms here). With a local engine the round trip
+round trip per command instead of a fresh `docker exec` (costs: README.md). With a local engine the round trip
 skips the engine too: the only bind mount a sandbox ever gets is its own read-only rendezvous directory, whose
 unix socket is unlinked as soon as the channel's server has connected with its one-time token
 (`SandboxConfig.channel`).

@@ -27,7 +27,7 @@ class SandboxConfig:
     command_timeout_s: float = 10.0  # per-exec wall-clock limit, enforced inside the container
     episode_budget_s: float | None = None  # total exec time from acquire/start; None: only the TTL bounds it
     output_limit_bytes: int = 8192  # per stream; head and tail are kept
-    read_limit_bytes: int = 65536  # read_file returns at most this many bytes (head and tail kept)
+    read_limit_bytes: int = 65536  # read_file returns at most this many bytes (the head, with a marker)
     network: str = "none"  # docker network mode; "none" leaves only the loopback interface
     runtime: str | None = None  # e.g. "runsc" for gVisor; None is the engine default (runc)
     user: str = "1000:1000"  # uid:gid of every process in the container; never root

@@ -2,7 +2,7 @@
 
 What this is: `SandboxPool` keeps up to `PoolConfig.size` `DockerSandbox`es started (container running,
 exec channel open) in a queue. Background threads refill it whenever it falls below `size` plus the number of
-callers waiting; `acquire()` pops the oldest ready sandbox after a ~0.1 ms ping; `release()` hands the
+callers waiting; `acquire()` pops the oldest ready sandbox after a channel ping; `release()` hands the
 sandbox to a background remover (never reused: reset by discard, so no state leaks between episodes).
 Sandboxes idle longer than `max_idle_s` are replaced. Starting a pool first reaps orphans of its service left
 by a process that died (see `reap_orphans`).
@@ -50,7 +50,7 @@ class PoolConfig:
 
     size: int = 4  # sandboxes kept started and waiting
     max_idle_s: float = 600.0  # a sandbox waiting longer than this is discarded and replaced
-    refill_workers: int = 2  # threads starting containers in parallel (each start is ~0.3 s of dockerd work)
+    refill_workers: int = 2  # threads starting containers in parallel (a start is mostly dockerd's work)
     remove_workers: int = 2  # threads removing released sandboxes
     acquire_timeout_s: float = 60.0  # acquire() gives up after this when no sandbox becomes ready
     retry_after_error_s: float = 1.0  # a refill thread waits this long after a failed start

@@ -1,4 +1,4 @@
-"""The security checklist of shared/docs/SANDBOX.md as adversarial tests against real containers.
+"""The security checklist of docs/sandbox.md as adversarial tests against real containers.
 
 Each test runs one attack in a sandbox from a warm pool with the default hardening, asserts that the attack
 failed, and then that the host, the engine and the pool are still healthy (a fresh sandbox answers quickly,

@@ -1,4 +1,4 @@
-"""GiGPO through the record API: CREDIT.md Example G1, anchor edge cases, similarity anchors."""
+"""GiGPO through the record API: docs/credit.md Example G1, anchor edge cases, similarity anchors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GRPO, Dr.GRPO and RLOO through the record API, against CREDIT.md Example A and hand-computed edge cases."""
+"""GRPO, Dr.GRPO and RLOO through the record API: docs/credit.md Example A and hand-computed edge cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HGPO through the record API: CREDIT.md Example H1, levels, weights, the base group and edge cases."""
+"""HGPO through the record API: docs/credit.md Example H1, levels, weights, the base group and edge cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""IGPO through the record API: CREDIT.md Example I1, gains, normalisation modes and edge cases."""
+"""IGPO through the record API: docs/credit.md Example I1, gains, normalisation modes and edge cases."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Properties of every estimator, checked with hypothesis on generated grouped episodes.
 
 Also checks the vectorised GiGPO, HGPO and SALT against plain dict-and-loop reference implementations
-written straight from CREDIT.md.
+written straight from docs/credit.md.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def test_outputs_are_finite_and_shaped_like_the_input(name: str, records: list[d
     assert np.isfinite(flat(advantages)).all()
 
 
-# ---- reference implementations: straight from CREDIT.md, dicts and loops --------------------------------
+# ---- reference implementations: straight from docs/credit.md, dicts and loops ---------------------------
 
 
 def penalised(record: dict[str, Any], penalty: float = 0.1) -> list[float]:

@@ -1,4 +1,4 @@
-"""SALT through the record API: CREDIT.md Example S1, bases, revisits and edge cases."""
+"""SALT through the record API: docs/credit.md Example S1, bases, revisits and edge cases."""
 
 from __future__ import annotations
 
