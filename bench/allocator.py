@@ -4,7 +4,7 @@
     .venv/bin/python bench/allocator.py --quick    # 2 x 400 tokens, 2 timed updates
 
 Each allocator runs in its own process (`AGENTRL_ALLOCATOR` = system, glibc, tcmalloc), one after the other,
-so each starts cold and its peak memory is its own. A process loads SmolLM2-135M and runs `policy_update`
+so each starts cold and its peak memory is its own. A process loads SmolLM2-135M and runs `ppo_update`
 (forward, log-probs, PPO loss, backward, AdamW) in a worker thread, as `agentrl train` does, over synthetic
 samples the size of a calc step's, first with the default loss, then with an entropy bonus. Keys per
 allocator: `update_s` and `update_entropy_s` (each timed update, after one warm-up), `user_s` and `sys_s`
@@ -42,7 +42,7 @@ def child(batch: int, seq_len: int, repeats: int) -> dict[str, Any]:
 
     from agentrl.models import ModelConfig, load_model
     from agentrl.trainer.losses import LossConfig
-    from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, policy_update
+    from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
 
     model, _ = load_model(ModelConfig(name="smollm2-135m-instruct"))
     samples = synthetic_samples(batch, seq_len, model.config.vocab_size)
@@ -51,7 +51,7 @@ def child(batch: int, seq_len: int, repeats: int) -> dict[str, Any]:
 
     def timed(loss: LossConfig) -> float:
         started = time.perf_counter()
-        policy_update(model, optimizer, scheduler, samples, 0, loss, update)
+        ppo_update(model, optimizer, scheduler, samples, 0, loss, update)
         return round(time.perf_counter() - started, 3)
 
     async def updates(loss: LossConfig) -> list[float]:

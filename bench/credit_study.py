@@ -20,8 +20,9 @@ steps per estimator, with 95% Student-t bands over seeds) and prints the summary
         Checkpoints are not interpolated. If GRPO's final mean is not above the base model's, the ratio is
         0 by this definition; `summary.grpo_improved_over_base` says so.
 
-How: the loop below is `agentrl.trainer.train.lead`'s loop (the same functions: rollout, compute_advantages,
-training_samples, update_policy) with evaluation at checkpoints added; one process, runs in sequence.
+How: the loop below is `agentrl.trainer.train.sync_loop` (the same rollouts and the same shared step of
+`agentrl/trainer/step.py`: credit, update, weights into the engine, records) with evaluation at checkpoints
+added; one process, runs in sequence.
 
 Cost (measured on the 2-core machine, configs/maze.yaml, idle CPU; see docs/credit_study.md): one train
 step (4 tasks x 6 episodes x up to 14 turns, ~300 env steps) takes STEP_S seconds, an evaluation of 16
@@ -53,20 +54,16 @@ from agentrl.config import RunConfig, load_config
 from agentrl.memory import choose_allocator
 from agentrl.tasks import load_tasks, sample_tasks
 from agentrl.trainer import distributed
-from agentrl.trainer.train import (
+from agentrl.trainer.run import (
     EvalResult,
-    compute_advantages,
     evaluate,
     log_metrics,
-    make_learner,
     open_run,
     pad_id,
-    rollout,
+    play_tasks,
     rollout_metrics,
-    sync_engine,
-    training_samples,
-    update_policy,
 )
+from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
@@ -169,25 +166,20 @@ async def train_run(study: StudyConfig, estimator: str, seed: int) -> RunResult:
     parallel = distributed.init_from_env()
     pending = checkpoints(study.env_steps, study.eval_points)
     async with open_run(config, kind="train") as ctx:
-        learner = make_learner(config, parallel, ctx.engine.model)
+        learner = make_learner(config, parallel, ctx.engine.module, pad_id(ctx.engine.tokenizer))
         train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
         step = 0
         while pending:
             step += 1
             step_started = time.perf_counter()
             tasks = sample_tasks(train_tasks, config.train.tasks_per_step, config.train.seed, step)
-            torch.manual_seed(config.train.seed * 1_000_003 + step)  # as `lead` seeds its rollouts
-            episodes = await rollout(ctx, tasks, config.train.group_size, config.sampling, seed=step)
-            usable = [episode for episode in episodes if not episode.is_infra_failure]
-            advantages, credit_stats = compute_advantages(usable, config)
-            keep_all = config.loss.kl_coef > 0 or config.loss.entropy_coef > 0
-            samples = training_samples(usable, advantages, config.rollout.max_context_tokens, keep_all)
-            update = await asyncio.to_thread(update_policy, config, learner, samples, pad_id(ctx))
-            if update:
-                sync_engine(ctx.engine, learner)
-            ctx.writer.record_episodes(ctx.run_id, step, "train", usable, advantages)
+            torch.manual_seed(config.train.seed * 1_000_003 + step)  # as `sync_loop` seeds its rollouts
+            episodes = await play_tasks(ctx, tasks, config.train.group_size, config.sampling, seed=step)
+            credited = await assign_credit(ctx, episodes, tasks)
+            update = await update_step(learner, credited.samples, IntoEngine(ctx.engine))
+            record_step(ctx, step, episodes, credited)
             rollouts = rollout_metrics(episodes)
-            metrics = {**rollouts, **credit_stats, **update, "step_s": time.perf_counter() - step_started}
+            metrics = {**rollouts, **credited.metrics, **update, "step_s": time.perf_counter() - step_started}
             log_metrics(ctx, step, metrics)
             result.env_steps += env_steps_of(episodes)
             result.train_steps = step

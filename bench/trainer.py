@@ -15,7 +15,7 @@ Keys:
   figures then see the same load); `matmul_gflops_by_shape`: the same peak in fp32 and bf16 at 2048^3 and
   at the model's own GEMM shapes ([tokens x 576] x [576 x 1536], the MLP; [tokens x 576] x [576 x 49152],
   the output projection), measured once at the start;
-- `train_tokens_per_s`: tokens per second of one `agentrl.trainer.update.policy_update` (the function the
+- `train_tokens_per_s`: tokens per second of one `agentrl.trainer.update.ppo_update` (the function the
   trainer runs: forward, per-token log-probs, PPO loss, backward, gradient clipping, AdamW step) over
   `batch` x `seq_len` tokens in one micro batch;
 - `train_gflops`: the model FLOPs that represents: 6 x matmul parameters x tokens (the tied output
@@ -47,12 +47,12 @@ from typing import Any
 
 import torch
 
-from agentrl.agent.engines.llama_kernels import native_cpu_bf16
+from agentrl.cpu import native_cpu_bf16
 from agentrl.memory import choose_allocator
 from agentrl.models import ModelConfig, load_model
 from agentrl.trainer.losses import LossConfig
 from agentrl.trainer.samples import TrainSample
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, policy_update
+from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
 
 
 def matmul_gflops(
@@ -94,7 +94,6 @@ def synthetic_samples(batch: int, seq_len: int, vocab: int, prompt: int = 64) ->
             loss_mask=mask,
             old_logprobs=-2.0 * mask,
             advantages=(1.0 if index % 2 else -1.0) * mask,
-            turn_id=torch.zeros(seq_len, dtype=torch.long),
         )
         for index in range(batch)
     ]
@@ -135,17 +134,17 @@ def matmul_timed(dtype: torch.dtype, size: int = 2048, repeats: int = 3) -> tupl
 def time_updates(
     model: torch.nn.Module, samples: list[TrainSample], bf16: bool, repeats: int
 ) -> list[Timing]:
-    """`repeats` timed `policy_update`s over `samples` (one micro batch, one optimiser step each), each right
+    """`repeats` timed `ppo_update`s over `samples` (one micro batch, one optimiser step each), each right
     after a matmul peak measurement, following one warm-up update."""
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-7))
     update = UpdateConfig(micro_batch_size=len(samples), autocast_bf16=bf16)
     pad = int(model.config.eos_token_id or 0)
-    policy_update(model, optimizer, scheduler, samples, pad, LossConfig(), update)  # warm-up
+    ppo_update(model, optimizer, scheduler, samples, pad, LossConfig(), update)  # warm-up
     timings = []
     for _ in range(repeats):
         peak, peak_cpu = matmul_timed(torch.bfloat16 if bf16 else torch.float32)
         started, started_cpu = time.perf_counter(), time.process_time()
-        policy_update(model, optimizer, scheduler, samples, pad, LossConfig(), update)
+        ppo_update(model, optimizer, scheduler, samples, pad, LossConfig(), update)
         seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - started_cpu
         timings.append(Timing(peak, peak_cpu, seconds, cpu_seconds))
     return timings

@@ -1,6 +1,7 @@
-"""THE async training loop (`trainer.async_mode=true`): rollouts of step n+1 overlap the update of step n.
+"""The async training loop (`trainer.async_mode=true`): rollouts of step n+1 overlap the update of step n.
 
-What this is: `async_lead`, one readable loop like `train.lead`, plus the few parts it needs. Each step:
+What this is: `async_loop`, one readable loop like `train.sync_loop`, plus the few parts it needs; the step
+body (credit, update, records) is the one every loop shares (`agentrl/trainer/step.py`). Each step:
     1. APRIL partial rollouts: keep ceil(tasks_per_step x overprovision) groups (G episodes of one task) in
        flight as asyncio tasks; train on the first `tasks_per_step` groups that finish; the others carry
        over, still running, and compete for the next step (`carried_over_groups`).
@@ -34,8 +35,9 @@ importance weight for the policy lag. `ess`, the normalised effective sample siz
 pi_sampler over the first mini batch's tokens, is logged every step (in sync mode too).
 
 What this is not: multi-process (trainer.nproc must be 1), resumable (refused in `TrainerConfig`), or
-deterministic (which groups finish first depends on timing). IGPO is refused: its answer probabilities
-would be measured with weights that are being updated.
+deterministic (which groups finish first depends on timing). Estimators that need something measured with
+the policy before they run (IGPO's answer probabilities) are refused when the config is built: the weights
+would be changing under the measurement.
 """
 
 from __future__ import annotations
@@ -47,49 +49,48 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from agentrl.agent.engines.base import Completion, SamplingParams
-from agentrl.agent.rollout import episode_seed, play_member
+from agentrl.agent.engines.base import Completion, PolicyEngine, SamplingParams
+from agentrl.agent.rollout import episode_seed, play_member, run_concurrently
 from agentrl.config import RunConfig
-from agentrl.errors import ConfigError
 from agentrl.tasks import Task, load_tasks, sample_tasks
-from agentrl.trainer.train import (
+from agentrl.trainer.run import (
     EvalResult,
-    Learner,
     RunContext,
-    compute_advantages,
     evaluate,
-    infra_only,
     log_metrics,
-    make_learner,
     open_run,
     pad_id,
+    require_some_usable,
     rollout_metrics,
-    save_checkpoint,
-    sync_engine,
-    training_samples,
-    update_policy,
+    save_final_weights,
+)
+from agentrl.trainer.step import (
+    Learner,
+    assign_credit,
+    make_learner,
+    publish_weights,
+    record_step,
+    update_step,
 )
 from agentrl.trainer.update import DataParallel
 from agentrl.types import Episode
 
 
-async def async_lead(
+async def async_loop(
     config: RunConfig, parallel: DataParallel
 ) -> tuple[EvalResult | None, EvalResult | None, str]:
     """The only process: overlapped rollouts and updates under a staleness bound (module docstring)."""
-    if config.credit.estimator == "igpo":
-        raise ConfigError(
-            "credit.estimator=igpo is not supported with trainer.async_mode=true; use sync mode"
-        )
     trainer_cfg, per_step = config.trainer, config.train.tasks_per_step
     async with open_run(config, kind="train") as ctx:
         before = await evaluate(ctx, step=0) if config.eval.before else None
-        learner = make_learner(config, parallel, copy.deepcopy(ctx.engine.model))
+        learner = make_learner(
+            config, parallel, copy.deepcopy(ctx.engine.module), pad_id(ctx.engine.tokenizer)
+        )
         log_metrics(ctx, 0, {"policy_copy_mb": parameter_bytes(learner.policy) / 2**20})
         gate = WeightsGate(ctx.engine)
         train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
@@ -117,31 +118,22 @@ async def async_lead(
                 rollout_s = time.perf_counter() - started
                 carried = pool.size
                 pool.top_up(start_group)  # the next step's groups start now, while this step's update runs
+                episodes = [episode for group in groups for episode in group.episodes]
+                require_some_usable(episodes, f"step {step}", config.rollout.infra_attempts)
                 # 2. the previous update has to land before this one starts; its step is logged now
                 if pending is not None:
                     landed = await pending
                     log_metrics(ctx, step - 1, {**logged, **landed, **_loop_times(loop_started, loop_cpu)})
-                # 3. credit assignment on the episodes that are real training signal
-                started = time.perf_counter()
-                episodes = [episode for group in groups for episode in group.episodes]
-                usable = [episode for episode in episodes if not episode.is_infra_failure]
-                advantages, credit_stats = compute_advantages(usable, config)
-                keep_all = config.loss.kl_coef > 0 or config.loss.entropy_coef > 0
-                samples = training_samples(usable, advantages, config.rollout.max_context_tokens, keep_all)
-                credit_s = time.perf_counter() - started
-                # 4. the update in a worker thread, then the weights into the engine; step+1's rollouts go on
+                # 3. the shared step: credit now, the update in the background, the records now
+                credited = await assign_credit(ctx, episodes, [group.task for group in groups])
                 staleness = [policy_version - v for group in groups for v in group.usable_versions()]
-                pending = asyncio.create_task(update_and_load(config, learner, gate, samples, pad_id(ctx)))
-                policy_version += 1 if samples else 0
-                # 5. record the episodes now, the metrics once the update has landed
-                ctx.writer.record_episodes(ctx.run_id, step, "train", usable, advantages)
-                ctx.writer.record_episodes(ctx.run_id, step, "train", infra_only(episodes), None)
+                pending = asyncio.create_task(update_step(learner, credited.samples, ThroughGate(gate)))
+                policy_version += 1 if credited.samples else 0
+                record_step(ctx, step, episodes, credited)
                 logged = {
                     **rollout_metrics(episodes),
-                    **credit_stats,
+                    **credited.metrics,
                     "rollout_s": rollout_s,
-                    "credit_s": credit_s,
-                    "trained_episodes": float(len(samples)),
                     "staleness_mean": sum(staleness) / len(staleness) if staleness else 0.0,
                     "staleness_max": float(max(staleness, default=0)),
                     "dropped_stale_groups": float(doomed + len(stale)),
@@ -158,28 +150,32 @@ async def async_lead(
             if pending is not None and not pending.done():
                 await asyncio.wait([pending])  # a worker thread cannot be cancelled; let it finish
         after = await evaluate(ctx, step=config.train.steps) if config.eval.after else None
-        save_checkpoint(ctx)
+        save_final_weights(ctx)
         return before, after, str(ctx.run_dir)
 
 
-async def update_and_load(
-    config: RunConfig, learner: Learner, gate: WeightsGate, samples: list[Any], pad: int
-) -> dict[str, float]:
-    """One update in a worker thread, then its weights into the engine; the step's update metrics."""
-    started = time.perf_counter()
-    update = await asyncio.to_thread(update_policy, config, learner, samples, pad)
-    update_s = time.perf_counter() - started
-    if not update:
-        return {"update_s": update_s, "sync_s": 0.0, "sync_wait_s": 0.0}
-    wait_s, sync_s = await gate.load(lambda: sync_engine(gate.engine, learner))
-    return {**update, "update_s": update_s, "sync_s": sync_s, "sync_wait_s": wait_s}
+@dataclass(frozen=True)
+class ThroughGate:
+    """Async mode's `WeightsOut`: the learner trains its own copy, so nothing is released before the update;
+    after it, the new weights go into the engine between generations (`WeightsGate.load`)."""
+
+    gate: WeightsGate
+
+    def before(self) -> None:
+        """The engine keeps sampling during the update."""
+
+    async def after(self, learner: Learner, changed: bool) -> dict[str, float]:
+        if not changed:
+            return {"sync_s": 0.0, "sync_wait_s": 0.0}
+        wait_s, sync_s = await self.gate.load(lambda: publish_weights(self.gate.engine, learner))
+        return {"sync_s": sync_s, "sync_wait_s": wait_s}
 
 
 class WeightsGate:
     """The engine behind a readers-writer gate: `generate` calls run concurrently (the engine batches them);
     `load` waits for the calls in flight, holds new ones, changes the weights, bumps `version`, reopens."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: PolicyEngine) -> None:
         self.engine = engine
         self.version = 0
         self._in_flight = 0
@@ -233,10 +229,11 @@ class VersionRecorder:
 
 @dataclass(frozen=True)
 class FinishedGroup:
-    """All G episodes of one task, and per episode the weights version that sampled each turn."""
+    """All G episodes of one task, per episode the weights version that sampled each turn, and the task."""
 
     episodes: tuple[Episode, ...]
     versions: tuple[tuple[int, ...], ...]  # [G][T_i]
+    task: Task = field(default_factory=dict)
 
     @property
     def oldest_version(self) -> int | None:
@@ -359,12 +356,10 @@ async def play_group(
             config.sampling, config.rollout, seed_parts=(config.train.seed, index, member),
         )  # fmt: skip
 
-    async with asyncio.TaskGroup() as members:
-        jobs = [members.create_task(play(member)) for member in range(config.train.group_size)]
-    episodes = [job.result() for job in jobs]
+    episodes = await run_concurrently([play(member) for member in range(config.train.group_size)])
     # an episode that failed between a generation and its turn has one version more than turns
     turn_versions = tuple(tuple(v[: len(e.turns)]) for v, e in zip(versions, episodes, strict=True))
-    return FinishedGroup(tuple(map(with_versions, episodes, turn_versions)), turn_versions)
+    return FinishedGroup(tuple(map(with_versions, episodes, turn_versions)), turn_versions, task)
 
 
 def with_versions(episode: Episode, versions: Sequence[int]) -> Episode:

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from agentrl.errors import ConfigError
+from agentrl.models import has_adapters
 from agentrl.trainer.update import SINGLE_PROCESS, DataParallel
 
 STATE_FILE = "state.json"
@@ -184,7 +185,7 @@ def _load_weights(checkpoint: Path, model: torch.nn.Module) -> None:
     state_dict: dict[str, torch.Tensor] = {}
     for path in weights:
         state_dict.update(load_file(str(path)))
-    if hasattr(model, "peft_config"):  # LoRA: the file holds the adapters only
+    if has_adapters(model):  # LoRA: the file holds the adapters only
         from peft import set_peft_model_state_dict
 
         set_peft_model_state_dict(model, state_dict)

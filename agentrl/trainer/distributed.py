@@ -12,7 +12,7 @@ a session of its own, so without it a SIGKILL of `agentrl train` (or the OOM kil
 running, still training and writing to the run's folder and store. `exit_rank(code)` ends a rank without
 the interpreter's finalization, which a gloo worker thread can otherwise abort (see its docstring).
 
-What this is not: the update (`update.policy_update` takes the `DataParallel` and does the global
+What this is not: the update (`update.ppo_update` takes the `DataParallel` and does the global
 normalisation) or a launcher (`torchrun --nproc_per_node N ...`; `agentrl train trainer.nproc=N` re-executes
 itself under torchrun).
 """

@@ -1,4 +1,4 @@
-"""Episodes -> token-level training samples, in DESIGN.md's `concat` mode, and their padded collation.
+"""Episodes -> token-level training samples (the `concat` mode of docs/design.md) and their padded collation.
 
 What this is: `episode_to_sample` lays an episode's tokens out exactly as the engine saw and produced them
 (turn after turn, `prompt_ids + completion_ids`; nothing is re-tokenised) with per-token masks, and
@@ -10,9 +10,6 @@ Per-token conventions (position t is the t-th token of the sequence):
     old_logprobs the sampler's log-probability of the token at t (placed at t itself, matching
                  `losses.token_logprobs`); 0 where loss_mask is 0.
     advantages   the advantage of the token's turn on sampled tokens; 0 elsewhere.
-    turn_id      the index of the turn the token belongs to. Tokens appended before turn k's generation
-                 (its `prompt_ids`, which for turn 0 is the whole first prompt) belong to turn k; `collate`
-                 pads with -1.
 
 What this is not: a filter or the per-step mode. Callers exclude infrastructure-failure episodes (they are
 not training signal) before calling `episode_to_sample`; the per-step sample mode comes later.
@@ -36,7 +33,6 @@ class TrainSample:
     loss_mask: torch.Tensor  # [L] float
     old_logprobs: torch.Tensor  # [L] float
     advantages: torch.Tensor  # [L] float
-    turn_id: torch.Tensor  # [L] long
 
     @property
     def num_tokens(self) -> int:
@@ -62,20 +58,19 @@ def episode_to_sample(episode: Episode, step_advantages: Sequence[float], max_le
         _turn_columns(turn, float(advantage))
         for turn, advantage in zip(episode.turns, step_advantages, strict=True)
     ]
-    ids, mask, logprobs, advantages, turn_ids = (
-        [value for column in columns for value in column[part]][:max_length] for part in range(5)
+    ids, mask, logprobs, advantages = (
+        [value for column in columns for value in column[part]][:max_length] for part in range(4)
     )
     return TrainSample(
         input_ids=torch.tensor(ids, dtype=torch.long),
         loss_mask=torch.tensor(mask, dtype=torch.float32),
         old_logprobs=torch.tensor(logprobs, dtype=torch.float32),
         advantages=torch.tensor(advantages, dtype=torch.float32),
-        turn_id=torch.tensor(turn_ids, dtype=torch.long),
     )
 
 
 def _turn_columns(turn: Turn, advantage: float) -> tuple[Sequence[float], ...]:
-    """(ids, loss_mask, old_logprobs, advantages, turn_id) of one turn's prompt + completion tokens."""
+    """(ids, loss_mask, old_logprobs, advantages) of one turn's prompt + completion tokens."""
     if len(turn.completion_logprobs) != len(turn.completion_ids):
         raise ValueError(
             f"turn {turn.index}: {len(turn.completion_ids)} completion ids but "
@@ -87,13 +82,12 @@ def _turn_columns(turn: Turn, advantage: float) -> tuple[Sequence[float], ...]:
         [0.0] * prompt + [1.0] * completion,
         [0.0] * prompt + list(turn.completion_logprobs),
         [0.0] * prompt + [advantage] * completion,
-        [turn.index] * (prompt + completion),
     )
 
 
 def collate(samples: Sequence[TrainSample], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad to the longest sample: input_ids, attention_mask, loss_mask, old_logprobs, advantages,
-    turn_id, each [B, L]. Padding has attention_mask 0, loss_mask 0 and turn_id -1."""
+    """Right-pad to the longest sample: input_ids, attention_mask, loss_mask, old_logprobs and advantages,
+    each [B, L]. Padding has attention_mask 0 and loss_mask 0."""
     if not samples:
         raise ValueError("collate needs at least one sample")
     length = max(sample.num_tokens for sample in samples)
@@ -103,7 +97,6 @@ def collate(samples: Sequence[TrainSample], pad_id: int) -> dict[str, torch.Tens
         "loss_mask": _pad([s.loss_mask for s in samples], length, 0.0),
         "old_logprobs": _pad([s.old_logprobs for s in samples], length, 0.0),
         "advantages": _pad([s.advantages for s in samples], length, 0.0),
-        "turn_id": _pad([s.turn_id for s in samples], length, -1),
     }
 
 

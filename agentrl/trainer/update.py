@@ -1,6 +1,6 @@
 """One policy update: PPO epochs over mini batches, each accumulated from micro batches, then one step.
 
-What this is: `make_optimizer` (AdamW + linear warm-up) and `policy_update`, a short readable loop:
+What this is: `make_optimizer` (AdamW + linear warm-up) and `ppo_update`, a short readable loop:
     for each PPO epoch, for each mini batch:
         for each micro batch: forward, per-token log-probs, loss scaled by the micro batch's share, backward
         clip gradients, optimiser step, scheduler step
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from agentrl.agent.engines.llama_kernels import native_cpu_bf16
+from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ConfigError
 from agentrl.trainer.losses import (
     LOG_RATIO_CLAMP,
@@ -139,7 +139,7 @@ def adamw(params: Sequence[torch.nn.Parameter], config: OptimConfig) -> torch.op
         return torch.optim.AdamW(params, **settings)
 
 
-def policy_update(
+def ppo_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,

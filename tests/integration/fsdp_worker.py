@@ -22,7 +22,7 @@ from agentrl.trainer import checkpoint
 from agentrl.trainer.distributed import close, exit_rank, full_state_dict, init_from_env, shard_model
 from agentrl.trainer.losses import LossConfig
 from agentrl.trainer.samples import TrainSample
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, policy_update
+from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
 
 VOCAB = 96
 
@@ -55,7 +55,6 @@ def samples(count: int = 5) -> list[TrainSample]:
                 loss_mask=mask,
                 old_logprobs=-4.0 * mask + 0.1 * torch.rand(length, generator=generator) * mask,
                 advantages=(1.0 if index % 2 else -0.5) * mask,
-                turn_id=torch.zeros(length, dtype=torch.long),
             )
         )
     return out
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint.load(found, model, optimizer, scheduler, parallel)
         done = checkpoint.read_state(found).step
     for _ in range(args.updates):
-        metrics = policy_update(
+        metrics = ppo_update(
             model,
             optimizer,
             scheduler,

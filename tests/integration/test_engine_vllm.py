@@ -20,8 +20,6 @@ from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.vllm import VLLMEngine, VLLMEngineConfig, create_vllm_engine
 from agentrl.agent.prompting import render_first_prompt
 from agentrl.models import ModelConfig
-from agentrl.trainer.train import Learner, sync_engine
-from agentrl.trainer.update import SINGLE_PROCESS
 
 pytestmark = [
     pytest.mark.slow,
@@ -96,16 +94,14 @@ def test_a_weight_sync_changes_greedy_output_and_restoring_brings_it_back(engine
     prompt_list = prompts(engine)
     before = [c.token_ids for c in generate_all(engine, prompt_list, greedy)]
     saved = {name: tensor.detach().clone() for name, tensor in engine.model.state_dict().items()}
-    learner = Learner(engine.model, None, None, None, SINGLE_PROCESS)
     with torch.no_grad():
         for layer in engine.model.model.layers:  # attention and MLP outputs gone: a different policy
             layer.self_attn.o_proj.weight.zero_()
             layer.mlp.down_proj.weight.zero_()
-    assert sync_engine(engine, learner) > 0.0
+    engine.load_weights(None)  # the trainer updated the module in place
     changed = [c.token_ids for c in generate_all(engine, prompt_list, greedy)]
     assert changed != before
-    engine.model.load_state_dict(saved)
-    sync_engine(engine, learner)
+    engine.load_weights(saved)
     assert [c.token_ids for c in generate_all(engine, prompt_list, greedy)] == before
 
 
@@ -118,7 +114,7 @@ def test_sleep_frees_gpu_memory_and_the_wake_samples_as_before(engine: VLLMEngin
     free_awake = torch.cuda.mem_get_info()[0]
     engine.sleep()
     assert engine.asleep and torch.cuda.mem_get_info()[0] > free_awake + 256 * 2**20  # at least the KV cache
-    sync_engine(engine, Learner(engine.model, None, None, None, SINGLE_PROCESS))  # wakes with the weights
+    engine.load_weights(None)  # wakes with the module's weights
     assert not engine.asleep
     assert [c.token_ids for c in generate_all(engine, prompt_list, greedy)] == before
     engine.sleep()  # a request wakes it too, with the trainer module's weights

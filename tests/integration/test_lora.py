@@ -9,7 +9,7 @@ from fsdp_worker import samples, tiny_llama
 
 from agentrl.models import LoraSettings, with_lora
 from agentrl.trainer.losses import LossConfig
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, policy_update
+from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
 
 
 def test_an_update_changes_only_the_adapters_and_they_round_trip(tmp_path: Path) -> None:
@@ -20,7 +20,7 @@ def test_an_update_changes_only_the_adapters_and_they_round_trip(tmp_path: Path)
         name: param.detach().clone() for name, param in model.named_parameters() if not param.requires_grad
     }
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
-    metrics = policy_update(model, optimizer, scheduler, samples(), 0, LossConfig(), UpdateConfig())
+    metrics = ppo_update(model, optimizer, scheduler, samples(), 0, LossConfig(), UpdateConfig())
     assert metrics["grad_norm"] > 0
     assert all(torch.equal(param, frozen[name]) for name, param in model.named_parameters() if name in frozen)
     lora_b = [param for name, param in model.named_parameters() if "lora_B" in name]

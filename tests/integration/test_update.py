@@ -1,4 +1,4 @@
-"""policy_update on a tiny randomly initialised Llama: the PPO step moves log-probs the right way."""
+"""ppo_update on a tiny randomly initialised Llama: the PPO step moves log-probs the right way."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from agentrl.trainer.losses import LossConfig, token_logprobs
 from agentrl.trainer.samples import TrainSample, collate, episode_to_sample
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, policy_update
+from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
 from agentrl.types import Action, Episode, Turn
 
 PAD_ID = 0
@@ -79,7 +79,7 @@ def test_positive_advantage_raises_the_sampled_sequence_logprob() -> None:
     sample = episode_to_sample(sampled_episode(model), [1.0, 1.0], max_length=100)
     before = completion_logprob(model, sample)
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
-    metrics = policy_update(model, optimizer, scheduler, [sample], PAD_ID, LossConfig(), UpdateConfig())
+    metrics = ppo_update(model, optimizer, scheduler, [sample], PAD_ID, LossConfig(), UpdateConfig())
     assert completion_logprob(model, sample) > before + 0.1
     assert not model.training
     assert metrics["tokens"] == 12.0
@@ -92,7 +92,7 @@ def test_negative_advantage_lowers_it() -> None:
     sample = episode_to_sample(sampled_episode(model), [-1.0, -1.0], max_length=100)
     before = completion_logprob(model, sample)
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
-    policy_update(model, optimizer, scheduler, [sample], PAD_ID, LossConfig(), UpdateConfig())
+    ppo_update(model, optimizer, scheduler, [sample], PAD_ID, LossConfig(), UpdateConfig())
     assert completion_logprob(model, sample) < before - 0.1
 
 
@@ -102,7 +102,7 @@ def test_zero_advantages_leave_weights_unchanged() -> None:
     before = {name: param.detach().clone() for name, param in model.named_parameters()}
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2, weight_decay=0.0))
     update = UpdateConfig(ppo_epochs=2, micro_batch_size=1, mini_batches=1)
-    policy_update(model, optimizer, scheduler, [sample, sample], PAD_ID, LossConfig(kl_coef=0.0), update)
+    ppo_update(model, optimizer, scheduler, [sample, sample], PAD_ID, LossConfig(kl_coef=0.0), update)
     for name, param in model.named_parameters():
         assert torch.equal(param, before[name]), name
 
@@ -119,7 +119,7 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient() -> None:
         model = tiny_model()
         optimizer, scheduler = make_optimizer(model, OptimConfig(lr=0.0))
         update = UpdateConfig(micro_batch_size=micro_batch_size)
-        policy_update(
+        ppo_update(
             model,
             optimizer,
             scheduler,
@@ -139,7 +139,7 @@ def test_bf16_autocast_update_also_raises_the_logprob() -> None:
     before = completion_logprob(model, sample)
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
     update = UpdateConfig(autocast_bf16=True, ppo_epochs=2)
-    metrics = policy_update(model, optimizer, scheduler, [sample], PAD_ID, LossConfig(), update)
+    metrics = ppo_update(model, optimizer, scheduler, [sample], PAD_ID, LossConfig(), update)
     assert completion_logprob(model, sample) > before + 0.1
     assert all(math.isfinite(value) for value in metrics.values())
 
@@ -148,7 +148,7 @@ def test_the_sampler_mismatch_is_measured_on_the_sampling_weights() -> None:
     model = tiny_model()
     sample = episode_to_sample(sampled_episode(model), [1.0, 1.0], max_length=100)
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
-    exact = policy_update(
+    exact = ppo_update(
         model, optimizer, scheduler, [sample], PAD_ID, LossConfig(), UpdateConfig(ppo_epochs=2)
     )
     assert exact["sampler_abs_log_ratio"] < 1e-4 and abs(exact["sampler_kl"]) < 1e-6  # same weights, fp32
@@ -156,7 +156,7 @@ def test_the_sampler_mismatch_is_measured_on_the_sampling_weights() -> None:
     model = tiny_model()
     shifted = dataclasses.replace(sample, old_logprobs=sample.old_logprobs - 0.1 * sample.loss_mask)
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
-    off = policy_update(
+    off = ppo_update(
         model, optimizer, scheduler, [shifted], PAD_ID, LossConfig(), UpdateConfig(ppo_epochs=2)
     )
     assert off["sampler_abs_log_ratio"] == pytest.approx(
@@ -172,7 +172,7 @@ def test_truncated_importance_sampling_weights_tokens_by_the_capped_ratio() -> N
     def update(samples: list[TrainSample], loss: LossConfig) -> tuple[dict[str, float], LlamaForCausalLM]:
         model = tiny_model()
         optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
-        return policy_update(model, optimizer, scheduler, samples, PAD_ID, loss, UpdateConfig()), model
+        return ppo_update(model, optimizer, scheduler, samples, PAD_ID, loss, UpdateConfig()), model
 
     plain, plain_model = update([sample], LossConfig())
     exact, exact_model = update([sample], LossConfig(tis_cap=2.0))  # the sampler is the trainer: w = 1

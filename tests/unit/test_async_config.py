@@ -33,3 +33,10 @@ def test_async_refuses_what_it_cannot_do(overrides: list[str], message: str) -> 
 def test_async_bounds_are_checked(override: str) -> None:
     with pytest.raises(ConfigError, match=override.split("=")[0]):
         load_config("calc", [override])
+
+
+def test_an_estimator_that_measures_the_policy_first_is_refused_in_async_mode() -> None:
+    from agentrl.config import load_config
+
+    with pytest.raises(ConfigError, match="answer_probs"):
+        load_config("calc", ["trainer.async_mode=true", "credit.estimator=igpo"])

@@ -60,3 +60,13 @@ def test_igpo_answer_format_is_set_from_the_run_config() -> None:
     )
     assert config.credit.answer.answer_format.prefix == "<answer>"
     assert dict(config.credit.options) == {"gamma": 0.9}
+
+
+def test_estimator_options_are_built_into_their_typed_config_once() -> None:
+    from agentrl.credit import GiGPOConfig
+
+    config = load_config("calc", ["credit.estimator=gigpo", "credit.gamma=1", "credit.invalid_penalty=1e-1"])
+    assert config.credit.settings == GiGPOConfig(gamma=1.0, invalid_penalty=0.1)
+    assert dict(config.credit.options) == {"gamma": 1, "invalid_penalty": "1e-1"}  # saved as given
+    with pytest.raises(ConfigError, match="credit.options.gamma must be float"):
+        load_config("calc", ["credit.estimator=gigpo", "credit.gamma=fast"])

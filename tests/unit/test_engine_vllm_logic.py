@@ -28,8 +28,9 @@ from agentrl.agent.engines.vllm import (
     sampling_kwargs,
     to_completion,
 )
-from agentrl.config import EngineConfig, RunConfig, TrainerConfig
+from agentrl.config import EngineConfig
 from agentrl.errors import ConfigError, ModelError
+from agentrl.models import ModelConfig
 
 TOKENIZER = byte_tokenizer()
 EOS = int(TOKENIZER.eos_token_id)
@@ -260,13 +261,12 @@ def test_engine_kind_vllm_is_a_known_kind() -> None:
     reason="vllm and a GPU are present here: tests/integration/test_engine_vllm.py covers this engine",
 )
 def test_engine_kind_vllm_without_vllm_or_gpu_says_what_to_do() -> None:
-    from agentrl.trainer.train import build_engine
+    from agentrl.agent.engines.factory import build_engine
 
     with pytest.raises(ConfigError, match=r"agentrl\[vllm\]|GPU"):
         check_available()
-    config = RunConfig(engine=EngineConfig(kind="vllm"), trainer=TrainerConfig())
     with pytest.raises(ConfigError, match=r"agentrl\[vllm\]|GPU"):
-        build_engine(config, kind="train")
+        build_engine(EngineConfig(kind="vllm"), ModelConfig(), trains=True)
 
 
 def test_sleep_level_reaches_vllm_and_is_checked() -> None:
@@ -324,9 +324,8 @@ def test_the_engine_cannot_sleep_while_generating() -> None:
 
 
 def test_sleep_mode_is_refused_in_async_mode() -> None:
-    from agentrl.trainer.train import build_engine
+    from agentrl.agent.engines.factory import build_engine
 
     engines = EngineConfig(kind="vllm", vllm=VLLMEngineConfig(sleep_level=2))
-    config = RunConfig(engine=engines, trainer=TrainerConfig(async_mode=True))
     with pytest.raises(ConfigError, match="async_mode=false"):
-        build_engine(config, kind="train")
+        build_engine(engines, ModelConfig(), trains=True, async_mode=True)

@@ -25,7 +25,6 @@ def test_concat_layout() -> None:
     assert sample.loss_mask.tolist() == [0, 0, 0, 1, 1, 0, 0, 1]
     assert sample.old_logprobs.tolist() == pytest.approx([0, 0, 0, -0.1, -0.2, 0, 0, -0.1])
     assert sample.advantages.tolist() == [0, 0, 0, 0.5, 0.5, 0, 0, -2.0]
-    assert sample.turn_id.tolist() == [0, 0, 0, 0, 0, 1, 1, 1]
     assert sample.input_ids.dtype == torch.long and sample.loss_mask.dtype == torch.float32
     assert sample.num_sampled_tokens == 3
 
@@ -47,10 +46,9 @@ def test_collate_right_pads() -> None:
     batch = collate([short, long], pad_id=99)
     assert {name: tuple(t.shape) for name, t in batch.items()} == {
         name: (2, 8)
-        for name in ("input_ids", "attention_mask", "loss_mask", "old_logprobs", "advantages", "turn_id")
+        for name in ("input_ids", "attention_mask", "loss_mask", "old_logprobs", "advantages")
     }
     assert batch["input_ids"][0].tolist() == [1, 2, 3, 10, 99, 99, 99, 99]
     assert batch["attention_mask"][0].tolist() == [1, 1, 1, 1, 0, 0, 0, 0]
     assert batch["loss_mask"][0].tolist() == [0, 0, 0, 1, 0, 0, 0, 0]
-    assert batch["turn_id"][0].tolist() == [0, 0, 0, 0, -1, -1, -1, -1]
     assert batch["attention_mask"][1].tolist() == [1] * 8

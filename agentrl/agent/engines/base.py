@@ -1,8 +1,13 @@
 """The Engine protocol: token ids in, sampled token ids and their log-probabilities out.
 
-What this is: `SamplingParams`, the `Completion` an engine returns, and the `Engine` protocol every backend
-(hf, vllm, openai) implements. Engines are token-in/token-out so that the runner never re-tokenises text
-the model produced: the trainer must see exactly the tokens that were sampled.
+What this is: `SamplingParams`, the `Completion` an engine returns, and the two protocols:
+- `Engine`, the runner's view: a tokenizer and `generate` (token ids in, sampled ids and log-probs out).
+  Engines are token-in/token-out so that the runner never re-tokenises text the model produced: the trainer
+  must see exactly the tokens that were sampled.
+- `PolicyEngine`, the trainer's view of the engines a run builds (cached, hf, vllm, openai): `module`, the
+  in-process torch module the engine samples with or mirrors (None when a server owns the weights),
+  `load_weights` after an update, `release_memory` before an update and `retake_memory` after it.
+`InProcessWeights` gives that contract to engines that sample with the trainer's module itself (hf, cached).
 
 What this is not: batching policy or chat rendering. Each backend batches concurrent `generate` calls its
 own way; prompts are rendered by `agentrl/agent/prompting.py`.
@@ -10,12 +15,15 @@ own way; prompts are rendered by `agentrl/agent/prompting.py`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
+    import torch
     from transformers import PreTrainedTokenizerBase
+
+Weights = Mapping[str, "torch.Tensor"]
 
 FinishReason = Literal["stop", "length"]
 
@@ -64,3 +72,50 @@ class Engine(Protocol):
     def tokenizer(self) -> PreTrainedTokenizerBase: ...
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion: ...
+
+
+class PolicyEngine(Engine, Protocol):
+    """An engine a run owns: what the trainer and the run's lifecycle use beyond sampling."""
+
+    @property
+    def module(self) -> torch.nn.Module | None:
+        """The in-process module the engine samples with (hf, cached) or mirrors (vllm): the one a
+        single-process trainer optimises and the final weights are saved from; None when a server owns the
+        weights (openai)."""
+        ...
+
+    def load_weights(self, weights: Weights | None) -> None:
+        """Sample with new weights from now on: `weights` (a full state dict) loaded into `module` first, or
+        None when `module` was updated in place. Only between generations."""
+        ...
+
+    def release_memory(self) -> None:
+        """Before an update: give up accelerator memory the update needs (vLLM sleep mode); else nothing."""
+        ...
+
+    def retake_memory(self) -> None:
+        """After an update that changed no weights: take back what `release_memory` gave up."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class InProcessWeights:
+    """`PolicyEngine`'s weight methods for engines that sample with the trainer's own module (`self.model`):
+    an update in place is already what they sample with, and they hold no memory of their own to release."""
+
+    model: torch.nn.Module
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self.model
+
+    def load_weights(self, weights: Weights | None) -> None:
+        if weights is not None:
+            self.model.load_state_dict(weights)
+
+    def release_memory(self) -> None:
+        """Nothing to release: the engine's weights are the trainer's."""
+
+    def retake_memory(self) -> None:
+        """Nothing was released."""

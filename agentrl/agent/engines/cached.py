@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agentrl.agent.engines import llama_kernels
-from agentrl.agent.engines.base import Completion, SamplingParams
+from agentrl.agent.engines.base import Completion, InProcessWeights, SamplingParams
 from agentrl.agent.engines.hf import HFEngine, HFEngineConfig
 from agentrl.agent.engines.request_loop import Request, RequestLoop
 from agentrl.agent.engines.scheduler import BatchScheduler, CachedEngineConfig, SchedulerStats
@@ -35,8 +35,10 @@ from agentrl.errors import ModelError
 __all__ = ["CachedEngine", "CachedEngineConfig", "make_engine"]
 
 
-class CachedEngine:
+class CachedEngine(InProcessWeights):
     """Token-in/token-out sampling with cross-turn KV reuse and continuous batching (Llama models, CPU)."""
+
+    model: PreTrainedModel
 
     def __init__(
         self,

@@ -20,35 +20,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agentrl.agent.engines.base import Completion, SamplingParams
-from agentrl.agent.engines.llama_kernels import native_cpu_bf16
+from agentrl.agent.engines.base import Completion, InProcessWeights, SamplingParams
+from agentrl.agent.engines.configs import HFEngineConfig
 from agentrl.agent.engines.request_loop import Request, RequestLoop
 from agentrl.agent.prompting import end_of_turn_ids
+from agentrl.cpu import native_cpu_bf16
 
 
-@dataclass(frozen=True)
-class HFEngineConfig:
-    """Batching and precision of the HF engine.
-
-    max_batch:     the most requests sampled together in one `model.generate` call
-    max_wait_s:    how long the batcher waits for more requests after the first one arrives
-    autocast_bf16: sample under bfloat16 autocast (about 2x faster on CPUs with AMX/AVX-512 BF16; ignored
-                   on CPUs without native bf16, where it is far slower); the logprobs then differ slightly
-                   from an fp32 forward pass of the same weights
-    """
-
-    max_batch: int = 32
-    max_wait_s: float = 0.02
-    autocast_bf16: bool = False
-
-
-class HFEngine:
+class HFEngine(InProcessWeights):
     """Token-in/token-out sampling from a transformers causal LM, batching concurrent callers."""
+
+    model: PreTrainedModel
 
     def __init__(
         self,

@@ -23,13 +23,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ModelError
 
 SUPPORTED_MODEL_TYPES = frozenset({"llama"})
@@ -299,27 +299,6 @@ def _additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def best_dtype() -> torch.dtype:
     """bfloat16 when the CPU multiplies bf16 natively (AMX or AVX-512 BF16), else float32."""
     return torch.bfloat16 if native_cpu_bf16() else torch.float32
-
-
-@functools.cache
-def native_cpu_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (AMX or AVX-512 BF16, and oneDNN can use it). Without
-    it, bf16 matmuls are emulated: on an AVX2-only EPYC here a 1024^3 bf16 matmul took 4.7 s against
-    58 ms in fp32, so bf16 autocast must be skipped there, whatever the config asks."""
-    flags = _cpu_flags()
-    native = bool(flags & {"amx_bf16", "avx512_bf16"}) if flags else False
-    return (
-        native and torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    )
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
 
 
 def pack_weight(weight: torch.Tensor, rows: int = 32) -> torch.Tensor:

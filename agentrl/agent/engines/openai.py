@@ -21,35 +21,17 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from transformers import PreTrainedTokenizerBase
 
-from agentrl.agent.engines.base import Completion, SamplingParams
+from agentrl.agent.engines.base import Completion, SamplingParams, Weights
+from agentrl.agent.engines.configs import OpenAIEngineConfig
 from agentrl.agent.prompting import end_of_turn_ids
-from agentrl.errors import ModelError
+from agentrl.errors import ConfigError, ModelError
 
 TOKEN_ID_PREFIX = "token_id:"
-
-
-@dataclass(frozen=True)
-class OpenAIEngineConfig:
-    """Where the server is and how hard to push it.
-
-    base_url:        the API root, e.g. http://127.0.0.1:8000/v1
-    model:           the served model name (`/v1/models` lists them)
-    api_key_env:     environment variable holding the bearer key ("" sends none)
-    timeout_s:       per request
-    max_concurrency: requests in flight at once
-    """
-
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = 600.0
-    max_concurrency: int = 64
 
 
 class OpenAIEngine:
@@ -80,6 +62,20 @@ class OpenAIEngine:
 
     def set_eval(self) -> None:
         """Nothing to do: the server owns the weights."""
+
+    @property
+    def module(self) -> None:
+        """None: the server owns the weights."""
+        return None
+
+    def load_weights(self, weights: Weights | None) -> None:
+        raise ConfigError("engine.kind=openai cannot load weights: its server owns them; it only evaluates")
+
+    def release_memory(self) -> None:
+        """Nothing to release: the server owns its memory."""
+
+    def retake_memory(self) -> None:
+        """Nothing was released."""
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -22,44 +22,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agentrl.agent.engines import llama_kernels as kernels
 from agentrl.agent.engines.base import Completion, SamplingParams
+from agentrl.agent.engines.configs import CachedEngineConfig, Precision
 from agentrl.agent.engines.prefix_cache import PrefixCache, longest_common_prefix
 from agentrl.agent.engines.sampler import sample_next
 from agentrl.errors import ModelError
 
-Precision = Literal["auto", "bfloat16", "float32"]
 _CAPACITY_STEP = 128
 
 
 class InvalidPrompt(ModelError):
     """A prompt the model cannot read: empty, or holding ids outside the vocabulary."""
-
-
-@dataclass(frozen=True)
-class CachedEngineConfig:
-    """Batching, caching and precision of the cached engine.
-
-    max_batch:         sequences decoded together; more requests wait for a free row
-    max_cached_tokens: token budget of the prefix cache (KV of past turns and shared prefixes), LRU-evicted
-    precision:         auto (bf16 when the CPU has native bf16 matmuls, else fp32) | bfloat16 | float32
-    min_shared_prefix: requests admitted together share their common prefix once it is this long
-    max_prefill_waste: padded prefill tokens allowed per real token when suffixes of different lengths are
-                       prefilled in one batch (more waste splits the batch)
-    max_wait_s:        when idle, how long the async engine gathers arriving requests before starting
-    """
-
-    max_batch: int = 32
-    max_cached_tokens: int = 32_768
-    precision: Precision = "auto"
-    min_shared_prefix: int = 16
-    max_prefill_waste: float = 0.5
-    max_wait_s: float = 0.005
 
 
 @dataclass

@@ -20,7 +20,7 @@ log_softmax(logits / T); `loss.tis_cap` corrects for such sampler/trainer differ
 Weight sync: `push_weights(state_dict)` loads HF-named tensors into vLLM's model
 (`LLM.llm_engine.model_executor.driver_worker.model_runner.model.load_weights`, reachable because the
 engine core runs in this process: VLLM_ENABLE_V1_MULTIPROCESSING=0) and resets vLLM's prefix cache, whose
-KV was computed with the old weights. `trainer/train.py::sync_engine` calls it after every update.
+KV was computed with the old weights. The trainer calls it through `load_weights` after every update.
 
 Versions: vLLM >= 0.10.2 (the V1 engine with `logprobs_mode`; older V1 releases report log-probs of the
 raw logits, ignoring the temperature). Tested where a CUDA GPU and vllm exist
@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from agentrl.agent.engines.base import Completion, SamplingParams
+from agentrl.agent.engines.base import Completion, SamplingParams, Weights
+from agentrl.agent.engines.configs import VLLMEngineConfig
 from agentrl.agent.engines.hf import cut_index
 from agentrl.agent.engines.request_loop import Request, RequestLoop
 from agentrl.agent.prompting import end_of_turn_ids
@@ -64,54 +65,6 @@ if TYPE_CHECKING:
 
 MIN_VLLM_VERSION = (0, 10, 2)
 INSTALL_HINT = "pip install 'agentrl[vllm]'"
-SLEEP_LEVELS = (0, 1, 2)
-
-
-@dataclass(frozen=True)
-class VLLMEngineConfig:
-    """The colocated vLLM engine.
-
-    gpu_memory_utilization: share of the GPU vLLM takes for its weights and KV cache; the trainer's model,
-                            gradients, optimiser state and activations must fit in the rest
-    dtype:                  vLLM's weights and compute: bfloat16 | float16 | float32 (the trainer keeps
-                            `model.dtype`; the sampler/trainer log-prob gap is logged every step)
-    max_model_len:          the longest prompt + completion in tokens (0: the model's own limit)
-    max_num_seqs:           sequences vLLM decodes together
-    enforce_eager:          no CUDA graphs (faster start, slower decoding)
-    enable_prefix_caching:  reuse the KV of shared prefixes (system prompt, earlier turns); reset after
-                            every weight sync
-    seed:                   vLLM's own RNG seed (requests without a `seed` draw from it)
-    max_wait_s:             when idle, how long the engine gathers arriving requests before stepping
-    sleep_level:            0: vLLM keeps its GPU memory during updates; 1: its KV cache is freed and its
-                            weights offloaded to CPU RAM for each update; 2: both freed (they are reloaded
-                            after the update anyway: the cheapest for RL). 1 and 2 need trainer.async_mode=
-                            false (async rollouts sample during updates)
-    """
-
-    gpu_memory_utilization: float = 0.4
-    dtype: str = "bfloat16"
-    max_model_len: int = 0
-    max_num_seqs: int = 256
-    enforce_eager: bool = False
-    enable_prefix_caching: bool = True
-    seed: int = 0
-    max_wait_s: float = 0.005
-    sleep_level: int = 0
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise ConfigError("engine.vllm.gpu_memory_utilization must be in (0, 1]")
-        if self.dtype not in ("bfloat16", "float16", "float32"):
-            raise ConfigError(
-                f"engine.vllm.dtype {self.dtype!r} is unknown; use bfloat16, float16 or float32"
-            )
-        if self.max_model_len < 0 or self.max_num_seqs < 1:
-            raise ConfigError("engine.vllm.max_model_len must be >= 0 and engine.vllm.max_num_seqs >= 1")
-        if self.sleep_level not in SLEEP_LEVELS:
-            raise ConfigError(
-                f"engine.vllm.sleep_level must be 0 (off), 1 (offload weights) or 2 (discard weights), "
-                f"got {self.sleep_level!r}"
-            )
 
 
 def check_available() -> None:
@@ -372,6 +325,28 @@ class VLLMEngine:
     def set_eval(self) -> None:
         """The trainer's module back in eval mode (vLLM's copy has no train mode)."""
         self.model.eval()
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The trainer's HF module, whose weights vLLM's copy mirrors."""
+        return self.model
+
+    def load_weights(self, weights: Weights | None) -> None:
+        """`weights` into the trainer's module (None: it was updated in place), then the module's weights
+        into vLLM (`push_weights`)."""
+        if weights is not None:
+            self.model.load_state_dict(weights)
+        self.push_weights(self.model.state_dict())
+
+    def release_memory(self) -> None:
+        """vLLM's GPU memory to the update when `sleep_level` > 0 (`sleep`)."""
+        self.sleep()
+
+    def retake_memory(self) -> None:
+        """Wake a sleeping vLLM with the module's current weights (an update that changed nothing)."""
+        if self._asleep:
+            self._check_idle("vLLM can wake")
+            self._wake(self.model.state_dict())
 
     def close(self) -> None:
         """Stop the scheduler task; waiting and running callers get `CancelledError`."""

@@ -1,0 +1,33 @@
+"""What this machine's CPU can do, read once: whether it multiplies bfloat16 natively.
+
+What this is: `native_cpu_bf16`, which the engines and the update consult before running under bf16. What
+this is not: a benchmark; the measured cost of emulated bf16 on an AVX2-only CPU is in the README.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import torch
+
+
+@functools.cache
+def native_cpu_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX or AVX-512 BF16, and oneDNN can use it). Without
+    it, bf16 matmuls are emulated and far slower than fp32, so bf16 autocast must be skipped there, whatever
+    the config asks."""
+    flags = _cpu_flags()
+    native = bool(flags & {"amx_bf16", "avx512_bf16"}) if flags else False
+    return (
+        native and torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    )
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return set(line.partition(":")[2].split())

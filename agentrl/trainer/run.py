@@ -1,0 +1,259 @@
+"""What a run holds open, and what every loop does with it besides training: rollouts, evaluation, metrics.
+
+What this is: `open_run` (the store row, the run folder, the env service or client, the engine, the W&B
+mirror; all closed in reverse order whatever happens), `RunContext` (what it yields), `play_tasks` (G
+episodes per task through the engine), `evaluate` / `run_eval` (held-out success), `log_metrics`,
+`save_final_weights`, and the small pure summaries of a step's episodes.
+
+What this is not: a training loop. The loops are `agentrl/trainer/train.py` (sync, and the ranks that only
+update) and `agentrl/trainer/async_loop.py`; the step they share is `agentrl/trainer/step.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from rich.console import Console
+
+from agentrl.agent.engines.base import PolicyEngine, SamplingParams
+from agentrl.agent.engines.factory import build_engine
+from agentrl.agent.rollout import collect_rollouts
+from agentrl.client import EnvClient
+from agentrl.config import RunConfig, to_dict
+from agentrl.errors import ConfigError, RolloutError
+from agentrl.service.embedded import EmbeddedService
+from agentrl.store.repository import create_run, finish_run, open_store, resume_run
+from agentrl.store.tensorboard import export_run_events
+from agentrl.store.wandb_sink import WandbSink
+from agentrl.store.writer import StoreWriter
+from agentrl.tasks import Task, load_tasks
+from agentrl.trainer import checkpoint
+from agentrl.types import Episode
+
+console = Console(stderr=True)
+EVAL_SEED = 0  # sampler seed of every held-out evaluation, so before/after see the same random stream
+
+
+@dataclass
+class RunContext:
+    """What one run holds open: its config, engine, env client, store writer and output folder."""
+
+    config: RunConfig
+    run_id: str
+    run_dir: Path
+    engine: PolicyEngine
+    client: EnvClient
+    writer: StoreWriter
+    store: Any  # a SQLAlchemy engine (agentrl.store.repository.open_store)
+    sink: WandbSink | None = None  # the W&B mirror, when `metrics.wandb_project` is set
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Held-out success over the episodes that did not fail for infrastructure reasons."""
+
+    success_rate: float
+    mean_reward: float
+    episodes: int
+    infra_failures: int
+
+
+Resume = tuple[Path, checkpoint.CheckpointState]
+"""A checkpoint folder and its state: where `trainer.resume` continues from."""
+
+
+@asynccontextmanager
+async def open_run(config: RunConfig, kind: str, resume: Resume | None = None) -> AsyncIterator[RunContext]:
+    """Open everything a run needs and close it all, in reverse order, whatever happens. `kind` is "train"
+    or "eval". Resuming reopens the checkpoint's run (same id and folder) and drops what it recorded after
+    the checkpoint."""
+    store = open_store(config.store.url)
+    if resume is None:
+        run_dir = make_run_dir(config, kind)
+        run_id = create_run(store, run_dir.name, config.task, to_dict(config))
+    else:
+        run_dir, run_id = resume[0].parents[1], resume[1].run_id
+        resume_run(store, run_id, after_step=resume[1].step)
+        trim_metrics_file(run_dir / "metrics.jsonl", after_step=resume[1].step)
+    status = "failed"
+    async with AsyncExitStack() as stack:
+        writer = stack.enter_context(StoreWriter(store))
+        service_url = config.service.url or start_service(stack, config, run_dir)
+        client = await stack.enter_async_context(EnvClient(service_url, config=config.service.client))
+        engine = build_engine(
+            config.engine,
+            config.model,
+            trains=kind == "train",
+            nproc=config.trainer.nproc,
+            async_mode=config.trainer.async_mode,
+        )
+        stack.push_async_callback(engine.aclose)
+        sink = WandbSink.open(config.metrics, run_id, run_dir.name, run_dir, to_dict(config))
+        try:
+            yield RunContext(config, run_id, run_dir, engine, client, writer, store, sink)
+            status = "finished"
+        finally:
+            if sink is not None:
+                sink.close(status == "finished")
+            writer.flush()
+            finish_run(store, run_id, status)
+            export_run_events(store, run_id, run_dir / "tensorboard")
+
+
+def resume_point(config: RunConfig) -> Resume | None:
+    """The checkpoint `trainer.resume` points at (its newest), or None when not resuming."""
+    if config.trainer.resume is None:
+        return None
+    found = checkpoint.latest(Path(config.trainer.resume))
+    if found is None:
+        raise ConfigError(
+            f"trainer.resume={config.trainer.resume}: no checkpoint in its checkpoints/ folder; "
+            "runs are resumable when trained with trainer.checkpoint_every > 0"
+        )
+    return found, checkpoint.read_state(found)
+
+
+async def play_tasks(
+    ctx: RunContext, tasks: Sequence[Task], group_size: int, sampling: SamplingParams, seed: int
+) -> list[Episode]:
+    """`group_size` episodes of each task through the run's engine (`collect_rollouts`)."""
+    config = ctx.config
+    return await collect_rollouts(
+        ctx.client,
+        ctx.engine,
+        config.env.id,
+        tasks,
+        group_size,
+        sampling,
+        config.rollout,
+        seed=seed,
+        progress=console.is_terminal,
+    )
+
+
+def require_some_usable(episodes: Sequence[Episode], what: str, infra_attempts: int) -> None:
+    """`RolloutError` when every one of `episodes` failed for infrastructure reasons (after `infra_attempts`
+    plays each): training or scoring on nothing would hide a broken env fleet."""
+    if episodes and all(episode.is_infra_failure for episode in episodes):
+        raise RolloutError(
+            f"all {len(episodes)} episodes of {what} failed for infrastructure reasons after "
+            f"{infra_attempts} play(s) each; first error: {episodes[0].error}. Check that the env service "
+            "and its sandboxes are healthy (runs/<run>/service.log for an embedded service)"
+        )
+
+
+async def run_eval(config: RunConfig) -> EvalResult:
+    """Held-out evaluation only (`agentrl eval`)."""
+    async with open_run(config, kind="eval") as ctx:
+        return await evaluate(ctx, step=0)
+
+
+async def evaluate(ctx: RunContext, step: int) -> EvalResult:
+    """Held-out success rate on the first `eval.num_tasks` tasks of the eval split, sampled at
+    `eval.temperature` with a fixed sampler seed (the same before and after training)."""
+    config = ctx.config
+    tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)[
+        : config.eval.num_tasks
+    ]
+    sampling = replace(config.sampling, temperature=config.eval.temperature)
+    torch.manual_seed(EVAL_SEED)
+    episodes = await play_tasks(ctx, tasks, group_size=1, sampling=sampling, seed=0)
+    ctx.writer.record_episodes(ctx.run_id, step, "eval", episodes, None)
+    require_some_usable(episodes, "the held-out evaluation", config.rollout.infra_attempts)
+    result = summarise_eval(episodes)
+    log_metrics(ctx, step, {f"eval/{k}": float(v) for k, v in vars(result).items()})
+    return result
+
+
+def rollout_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Reward, success, turn and validity statistics of one step's episodes."""
+    usable = [episode for episode in episodes if not episode.is_infra_failure]
+    turns = [turn for episode in usable for turn in episode.turns]
+    return {
+        "reward_mean": _mean([episode.reward for episode in usable]),
+        "success_rate": _mean([float(episode.success) for episode in usable]),
+        "turns_mean": _mean([float(len(episode.turns)) for episode in usable]),
+        "invalid_turn_rate": _mean([float(turn.invalid) for turn in turns]),
+        "completion_tokens_mean": _mean([float(len(turn.completion_ids)) for turn in turns]),
+        "infra_failures": float(len(episodes) - len(usable)),
+        "infra_reruns": float(sum(episode.attempts - 1 for episode in episodes)),
+        "episodes": float(len(episodes)),
+    }
+
+
+def summarise_eval(episodes: Sequence[Episode]) -> EvalResult:
+    usable = [episode for episode in episodes if not episode.is_infra_failure]
+    return EvalResult(
+        success_rate=_mean([float(episode.success) for episode in usable]),
+        mean_reward=_mean([episode.reward for episode in usable]),
+        episodes=len(usable),
+        infra_failures=len(episodes) - len(usable),
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if values else 0.0
+
+
+def pad_id(tokenizer: Any) -> int:
+    """The id the update pads samples with: the tokenizer's pad token, else its eos token."""
+    return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+
+
+def log_metrics(ctx: RunContext, step: int, metrics: Mapping[str, float]) -> None:
+    """One line on the console, one line in runs/<run>/metrics.jsonl, rows in the store, a W&B step when
+    configured (and, when the run ends, TensorBoard event files in runs/<run>/tensorboard/)."""
+    record = {"step": step, **{key: round(float(value), 6) for key, value in metrics.items()}}
+    with (ctx.run_dir / "metrics.jsonl").open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    ctx.writer.record_metrics(ctx.run_id, step, metrics)
+    if ctx.sink is not None:
+        ctx.sink.log(step, metrics)
+    shown = "  ".join(f"{key}={value:.4g}" for key, value in metrics.items())
+    console.print(f"[bold]step {step}[/bold]  {shown}")
+
+
+def save_final_weights(ctx: RunContext) -> Path:
+    """The trained weights and tokenizer in runs/<run>/final; `model.name=<this path>` loads them again.
+    With LoRA only the adapters are saved: `model.lora.adapter=<this path>` (same `model.name`) loads them.
+    They are saved from the engine's module, which holds the newest weights on rank 0 in every mode."""
+    module = ctx.engine.module
+    if module is None:
+        raise ConfigError("this engine holds no weights to save (engine.kind=openai only evaluates)")
+    path = ctx.run_dir / "final"
+    module.save_pretrained(path)  # type: ignore[operator]
+    ctx.engine.tokenizer.save_pretrained(path)
+    console.print(f"saved the final weights to {path}")
+    return path
+
+
+def start_service(stack: AsyncExitStack, config: RunConfig, run_dir: Path) -> str:
+    """Start an embedded env service on 127.0.0.1 for this run; it stops when the run ends."""
+    env_kwargs = {config.env.id: dict(config.env.kwargs)} if config.env.kwargs else {}
+    service = stack.enter_context(EmbeddedService(log_path=run_dir / "service.log", env_kwargs=env_kwargs))
+    return str(service.url)
+
+
+def trim_metrics_file(path: Path, after_step: int) -> None:
+    """Drop the lines of steps after `after_step` (written before a crash) from a metrics.jsonl."""
+    if path.is_file():
+        kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= after_step]
+        path.write_text("".join(line + "\n" for line in kept))
+
+
+def make_run_dir(config: RunConfig, kind: str) -> Path:
+    """runs/<name>/ with the resolved config saved in it."""
+    name = config.name or f"{config.task}-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(config.runs_dir) / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    return run_dir

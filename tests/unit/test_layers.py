@@ -1,0 +1,75 @@
+"""The layering rules of the core, checked on the source and on what an import pulls in.
+
+- Building a run config imports no engine, kernel, env service or web framework (`agentrl.config`).
+- The trainer reaches engines only through `PolicyEngine` and estimators only through their registry entry:
+  no engine classes, no `.model` reach-ins, no peft probes, no estimator names in agentrl/trainer/.
+- The sync and async loops do not import each other both ways.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentrl.credit import ESTIMATORS, entry
+from agentrl.trainer.step import PREPARATIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAINER = ROOT / "agentrl" / "trainer"
+HEAVY = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "agentrl.service",
+    "agentrl.agent.engines.hf",
+    "agentrl.agent.engines.cached",
+    "agentrl.agent.engines.scheduler",
+    "agentrl.agent.engines.llama_kernels",
+    "agentrl.agent.engines.vllm",
+    "agentrl.agent.engines.openai",
+)
+
+
+def imported_by(module: str) -> list[str]:
+    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return list(json.loads(out))
+
+
+def test_building_a_config_imports_no_engine_kernel_service_or_web_framework() -> None:
+    loaded = imported_by("agentrl.config")
+    heavy = [name for name in loaded if any(name == h or name.startswith(h + ".") for h in HEAVY)]
+    assert heavy == []
+
+
+def trainer_sources() -> dict[str, str]:
+    return {path.name: path.read_text() for path in sorted(TRAINER.glob("*.py"))}
+
+
+@pytest.mark.parametrize(
+    "forbidden",
+    ["VLLMEngine", "HFEngine", "CachedEngine", "engine.model", "peft_config", '"igpo"', "'igpo'"],
+)
+def test_the_trainer_uses_engines_and_estimators_only_through_their_contracts(forbidden: str) -> None:
+    assert [name for name, text in trainer_sources().items() if forbidden in text] == []
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+
+
+def test_the_loops_do_not_import_each_other_both_ways() -> None:
+    assert "agentrl.trainer.train" not in imports_of(TRAINER / "async_loop.py")
+    for shared in ("step.py", "run.py"):
+        assert not {"agentrl.trainer.train", "agentrl.trainer.async_loop"} & imports_of(TRAINER / shared)
+
+
+def test_every_need_an_estimator_declares_has_a_preparation() -> None:
+    assert entry("igpo").needs == ("answer_probs",)
+    assert {need for item in ESTIMATORS.values() for need in item.needs} <= set(PREPARATIONS)
