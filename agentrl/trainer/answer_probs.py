@@ -1,6 +1,6 @@
 """IGPO's measurement: the policy's probability of the task's known answer before each turn.
 
-What this is: for an episode of T turns, p_0..p_{T-1} (CREDIT.md, IGPO), where p_t is measured on the
+What this is: for an episode of T turns, p_0..p_{T-1} (docs/credit.md, IGPO), where p_t is measured on the
 context the policy saw before turn t — for t = 0 the first prompt, for t > 0 everything up to and including
 turn t-1's observation and turn t's assistant header, i.e. "after each non-final turn's observation" —
 with the answer teacher-forced after it:

@@ -12,12 +12,12 @@ body (credit, update, records) is the one every loop shares (`agentrl/trainer/st
        the new weights are loaded into the engine, and only then does the next update start.
 
 Weights: the update trains its own copy of the policy (`Learner.policy`, a deep copy of the engine's
-module: one more copy of the weights in memory, `policy_copy_mb`, ~513 MB for SmolLM2-135M in fp32) so
+module: one more copy of the weights in memory, `policy_copy_mb`, logged at step 0) so
 that generation never reads half-updated parameters. Why not one shared module with only
 `optimizer.step()` locked against generation: the HF engine reads the module itself, the cached engine's
 compute copy aliases the fp32 parameters it does not fuse, and the update switches the module to train
 mode; a lock would have to reach inside every engine and the update, and a turn could still straddle two
-versions. The copy costs one `load_state_dict` per update (`sync_s`, well under a second here).
+versions. The copy costs one `load_state_dict` per update (`sync_s`, logged every step).
 `WeightsGate` puts every `generate` call behind a readers-writer gate: a weight load waits for the calls in
 flight (`sync_wait_s`), holds new ones, copies the weights (`sync_s`) and bumps the version. So every turn
 is sampled by exactly one weights version, recorded per turn; an episode spanning a load is mixed-version.

@@ -70,7 +70,7 @@ def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tenso
     return torch.nn.functional.pad(picked, (1, 0), value=0.0)
 
 
-LOGPROB_CHUNK_ROWS = 128  # positions per chunk: [128, vocab] fp32 is 25 MB at a 49k vocab (best of 32..1024)
+LOGPROB_CHUNK_ROWS = 128  # positions per chunk: [128, vocab] fp32 is 25 MB at a 49k vocab
 
 
 def sampled_token_logprobs(

@@ -118,8 +118,8 @@ def make_optimizer(
     """AdamW over the trainable parameters, and a LambdaLR that warms the lr up linearly.
 
     The fused AdamW kernel (one pass per parameter, no temporaries) is used wherever torch has it: on CPU the
-    default per-tensor loop took ~16x longer on SmolLM2-135M (10 s against 0.6 s per step here, 2 loaded
-    cores) and dominated small updates. Its results equal the loop's to float32 rounding (`test_update.py`).
+    default per-tensor loop is many times slower and dominated small updates (README, "Figures behind design
+    choices"). Its results equal the loop's to float32 rounding (`test_update.py`).
     """
     params = [param for param in model.parameters() if param.requires_grad]
     optimizer = adamw(params, config)
@@ -374,7 +374,7 @@ def _clip_and_step(
 
 
 def _autocast(enabled: bool) -> AbstractContextManager[Any]:
-    """CPU bf16 autocast when asked for and the CPU has native bf16 (emulated bf16 is ~80x slower)."""
+    """CPU bf16 autocast when asked for and the CPU has native bf16 (emulated bf16 is far slower)."""
     return torch.autocast("cpu", dtype=torch.bfloat16) if enabled and native_cpu_bf16() else nullcontext()
 
 

@@ -114,6 +114,10 @@ class InProcessWeights:
         if weights is not None:
             self.model.load_state_dict(weights)
 
+    def set_eval(self) -> None:
+        """Eval mode (no dropout) for sampling; the update switches the module to train mode and back."""
+        self.model.eval()
+
     def release_memory(self) -> None:
         """Nothing to release: the engine's weights are the trainer's."""
 

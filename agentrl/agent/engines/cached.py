@@ -68,10 +68,6 @@ class CachedEngine(InProcessWeights):
         done = self.scheduler.run_to_completion()
         return [done[handle] for handle in handles]
 
-    def set_eval(self) -> None:
-        """Eval mode, as `HFEngine` (this engine has no dropout either way)."""
-        self.model.eval()
-
     def close(self) -> None:
         """Stop the scheduler task; waiting and running callers get `CancelledError`."""
         self._requests.close()

@@ -24,7 +24,7 @@ class HFEngineConfig:
 
     max_batch:     the most requests sampled together in one `model.generate` call
     max_wait_s:    how long the batcher waits for more requests after the first one arrives
-    autocast_bf16: sample under bfloat16 autocast (about 2x faster on CPUs with AMX/AVX-512 BF16; ignored
+    autocast_bf16: sample under bfloat16 autocast (faster on CPUs with AMX/AVX-512 BF16; ignored
                    on CPUs without native bf16, where it is far slower); the logprobs then differ slightly
                    from an fp32 forward pass of the same weights
     """

@@ -55,10 +55,6 @@ class HFEngine(InProcessWeights):
         """One completion of `prompt_ids`; batched with whatever other calls are waiting."""
         return await self._requests.submit(prompt_ids, params)
 
-    def set_eval(self) -> None:
-        """Eval mode (no dropout) for sampling; the trainer switches to train mode for its update."""
-        self.model.eval()
-
     def close(self) -> None:
         """Stop the batcher; waiting callers get `CancelledError`."""
         self._requests.close()
