@@ -143,7 +143,7 @@ class StepBatch:
     step:     [S] int    t within its episode
     rewards:  [S] float  env reward of each step (before any invalid-action penalty)
     valid:    [S] bool   False when the step's assistant turn could not be parsed into an action
-    states:   S + E hashables: for episode i, its T_i + 1 state keys in order (see `state_slices`)
+    states:   S + E hashables: for each episode in order, its T_i + 1 state keys
     actions:  S hashables or None
     answer_probs: [S] float or None   IGPO's p_t, measured before step t
     outcome:  [E] float or None       IGPO's final-turn score
@@ -185,15 +185,6 @@ class StepBatch:
     def lengths(self) -> np.ndarray:
         """[E] int: T_i for each episode."""
         return np.bincount(self.episode, minlength=self.num_episodes)
-
-    def state_slices(self) -> list[tuple[Hashable, ...]]:
-        """Per episode, its T_i + 1 state keys."""
-        out: list[tuple[Hashable, ...]] = []
-        start = 0
-        for length in self.lengths.tolist():
-            out.append(self.states[start : start + length + 1])
-            start += length + 1
-        return out
 
 
 def intern_keys(keys: Sequence[Hashable]) -> np.ndarray:
