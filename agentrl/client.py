@@ -1,14 +1,16 @@
 """`EnvClient`: the async client of the env service, spread over one or more replicas.
 
-What this is: one client speaking the contract of DESIGN.md over one of two wires, converting to and from
+What this is: one client speaking the contract of docs/design.md over one of two wires, converting to and from
 the core types (`Action` in, `StepResult` out). `ClientConfig.transport` picks the wire:
 - "http" (the default): a pooled `httpx.AsyncClient`, one request per call. Its transport is injectable, so
   tests run the real app in-process with `httpx.ASGITransport(app)`.
 - "ws": one WebSocket per replica (`/v1/ws`, see `agentrl.service.routers.ws`) multiplexing every session
-  the client holds there; requests made while others are in flight leave together in one frame. On a shared
-  2-core machine it served 3-70 times the steps per second of "http" (`bench/service.py`: ~1.6k vs ~0.6k
-  at concurrency 1, ~3.2k vs ~50 at 128, where many httpx connections collapse). Health and env listing
-  still go over HTTP.
+  the client holds there; requests made while others are in flight leave together in one frame. It serves
+  many times the steps per second of "http", most of all at high concurrency, where many httpx connections
+  collapse (see README / bench/results, measured with `bench/service.py`). Health and env listing still go
+  over HTTP.
+The wire format itself (bodies, error types, frames) lives in `agentrl.wire`, shared with the service; this
+module never imports the service.
 Every request (and the WebSocket handshake) carries `Authorization: Bearer <token>` when a token is given
 or set in AGENTRL_SERVICE_TOKEN.
 
@@ -27,12 +29,22 @@ service sends it. `create_session` tries each replica once without waiting (a re
 could not be reached, created nothing; one that died mid-request leaves an orphan its idle reaper closes).
 `step` is never retried: it is not idempotent.
 
-Errors, by what the caller should do (the same for both wires; over "ws" the status travels in the reply):
-    connection error, 5xx, 429 full (on every replica)    -> ServiceUnavailable  (infra; retry elsewhere)
+Errors, by what the caller should do (the same for both wires; over "ws" the status travels in the reply).
+Only `ServiceUnavailable` is an infrastructure failure (`agentrl.errors.INFRA_ERRORS`: the runner re-plays
+the episode); every `RequestRejected` is the caller's mistake, never retried, and stops the run:
+    connection error, lost WebSocket, 5xx                 -> ServiceUnavailable  (infra; retry elsewhere)
+    429 the replica is full                               -> SessionLimitReached (a ServiceUnavailable)
+    504 step over the service's step timeout              -> StepTimedOut        (a ServiceUnavailable)
+    401 missing or wrong token                            -> AuthError           (set AGENTRL_SERVICE_TOKEN)
     404 for a session                                     -> SessionNotFound
     404 for an env id                                     -> EnvNotFound         (message has suggestions)
-    401 missing or wrong token                            -> ServiceError        (set AGENTRL_SERVICE_TOKEN)
-    any other 4xx                                         -> ServiceError        (with the server's message)
+    409 a step after the episode ended                    -> EpisodeOver
+    422 the env rejected the task or seed at reset        -> InvalidTask
+    422 malformed request body                            -> InvalidRequest
+    413 and any other 4xx                                 -> RequestRejected     (with the server's message)
+`create_session` tries the next replica only after a `ServiceUnavailable` (when every replica failed so, it
+raises one `ServiceUnavailable` naming each failure); a caller error would be refused by every replica alike,
+so it is raised at once.
 
 What this is not: a load balancer with active health checks, or an episode re-runner (re-running an
 infrastructure failure is the trainer's decision).
@@ -58,15 +70,25 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 from agentrl.env.core import StepResult
 from agentrl.errors import (
     AgentRLError,
+    AuthError,
     ConfigError,
     EnvNotFound,
     ServiceError,
     ServiceUnavailable,
     SessionNotFound,
 )
-from agentrl.service.routers.ws import FRAME_BYTES, encode, pack_frames
-from agentrl.service.settings import TOKEN_ENV
 from agentrl.types import Action, SessionStart
+from agentrl.wire import (
+    FRAME_BYTES,
+    HTTP_ERROR,
+    TOKEN_ENV,
+    action_to_json,
+    encode,
+    error_class,
+    error_of_reply,
+    pack_frames,
+    parse_error_body,
+)
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 Transport = Literal["http", "ws"]
@@ -120,7 +142,7 @@ class EnvClient:
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls:
-            raise ServiceError("EnvClient needs at least one env service URL")
+            raise ConfigError("EnvClient needs at least one env service URL; set service.url or pass one")
         self.config = config or ClientConfig()
         if self.config.transport not in ("http", "ws"):
             raise ConfigError(f"unknown client transport {self.config.transport!r}; use 'http' or 'ws'")
@@ -279,9 +301,8 @@ class EnvClient:
         if status == 429:
             self._mark_down(replica, reply.get("retry_after"))
         if status >= 400:
-            error = reply.get("error") or {}
-            type_, message = str(error.get("type", "HTTPError")), str(error.get("message", ""))
-            raise error_for(status, type_, message, f"{op} over {socket.url}")
+            error = error_of_reply(reply)
+            raise error_for(status, error.type, error.message, f"{op} over {socket.url}")
         return reply.get("body")
 
     async def _call(self, replica: Replica, method: str, path: str, json: Any = None) -> Any:
@@ -326,40 +347,28 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(seconds, 0.0)
 
 
-def action_to_json(action: Action) -> dict[str, Any]:
-    calls = [{"name": call.name, "arguments": dict(call.arguments)} for call in action.tool_calls]
-    return {"text": action.text, "tool_calls": calls, "parse_error": action.parse_error}
-
-
 def error_from_response(response: httpx.Response) -> AgentRLError:
     """The agentrl error for an error response of the service (see the table in the module docstring)."""
-    error_type, message = _error_body(response)
+    error = parse_error_body(response.content, response.reason_phrase)
     return error_for(
-        response.status_code, error_type, message, f"{response.request.method} {response.request.url}"
+        response.status_code, error.type, error.message, f"{response.request.method} {response.request.url}"
     )
 
 
 def error_for(status: int, error_type: str, message: str, where: str) -> AgentRLError:
-    """The agentrl error for an error status of the service, whichever wire carried it."""
-    if status >= 500 or status == 429:
-        return ServiceUnavailable(f"env service answered {status} to {where}: {error_type}: {message}")
-    if status == 404 and error_type == "SessionNotFound":
-        return SessionNotFound(message)
-    if status == 404 and error_type == "EnvNotFound":
-        return EnvNotFound(message)
-    if status == 401:
-        return ServiceError(
-            f"env service refused {where} (401): {message}; set {TOKEN_ENV} to the service's token"
+    """The agentrl error for an error status of the service, whichever wire carried it; its class is
+    `agentrl.wire.error_class(status, error_type)`, its message the service's, with what to do next."""
+    cls = error_class(status, error_type)
+    if issubclass(cls, ServiceUnavailable):
+        return cls(f"env service answered {status} to {where}: {error_type}: {message}")
+    if cls is AuthError:
+        return AuthError(
+            f"env service refused {where} (401 {error_type}): {message}; set {TOKEN_ENV} "
+            "(or EnvClient's token=) to the service's token"
         )
-    return ServiceError(f"env service refused {where} ({status} {error_type}): {message}")
-
-
-def _error_body(response: httpx.Response) -> tuple[str, str]:
-    try:
-        error = response.json()["error"]
-        return str(error["type"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
-        return "HTTPError", response.text[:500] or response.reason_phrase
+    if cls in (SessionNotFound, EnvNotFound):  # their messages already say what to do
+        return cls(message)
+    return cls(f"env service refused {where} ({status} {error_type}): {message}")
 
 
 class WsConnection:
@@ -397,10 +406,11 @@ class WsConnection:
             )
         except InvalidStatus as exc:
             status = exc.response.status_code
-            type_, message = _error_of_body(bytes(exc.response.body or b""))
-            if status == 404 and type_ == "HTTPError":
+            error = parse_error_body(bytes(exc.response.body or b""), exc.response.reason_phrase)
+            message = error.message
+            if status == 404 and error.type == HTTP_ERROR:
                 message += "; this replica serves no /v1/ws (an older version?): use transport 'http'"
-            raise error_for(status, type_, message, f"websocket handshake with {url}") from exc
+            raise error_for(status, error.type, message, f"websocket handshake with {url}") from exc
         except (OSError, TimeoutError, WebSocketException) as exc:
             raise ServiceUnavailable(
                 f"env service at {base_url} unreachable ({type(exc).__name__}: {exc}); is it running?"
@@ -477,11 +487,3 @@ def ws_url(base_url: str) -> str:
     """The WebSocket URL of a replica's `/v1/ws` from its HTTP base URL."""
     scheme, rest = base_url.split("://", 1)
     return f"{'wss' if scheme == 'https' else 'ws'}://{rest.rstrip('/')}/v1/ws"
-
-
-def _error_of_body(body: bytes) -> tuple[str, str]:
-    try:
-        error = json.loads(body)["error"]
-        return str(error["type"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
-        return "HTTPError", body.decode(errors="replace")[:500]

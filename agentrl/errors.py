@@ -1,23 +1,38 @@
 """The one exception tree of agentrl, grouped by who is at fault.
 
     AgentRLError
-    ├── ConfigError            the user's config or command line is wrong; the message says what to change
-    ├── EnvError               an environment or its registry misbehaved
-    │   ├── EnvNotFound        unknown env id (with "did you mean" suggestions)
-    │   └── EnvPluginError     an installed plugin failed to import or register
-    ├── SandboxError           the sandbox layer failed (infrastructure, not the agent's fault)
-    │   ├── SandboxUnavailable Docker engine or image missing; run `make setup`
-    │   ├── SandboxLost        a container died or vanished mid-episode
-    │   └── SandboxFileError   a file could not be written to or read from a sandbox
-    ├── ServiceError           the env service failed or refused a request
-    │   ├── ServiceUnavailable the service could not be reached or returned 5xx
-    │   └── SessionNotFound    the session id is unknown (expired or closed)
-    ├── ModelError             a model could not be found, loaded or converted
-    └── StoreError             the database could not be opened or written
+    ├── ConfigError              the user's config or command line is wrong; the message says what to change
+    ├── EnvError                 an environment or its registry misbehaved
+    │   ├── EnvNotFound          unknown env id (with "did you mean" suggestions)
+    │   └── EnvPluginError       an installed plugin failed to import or register
+    ├── SandboxError             the sandbox layer failed (infrastructure, not the agent's fault)
+    │   ├── SandboxUnavailable   Docker engine or image missing; run `make setup`
+    │   ├── SandboxLost          a container died or vanished mid-episode
+    │   ├── SandboxFileError     a file could not be written to or read from a sandbox
+    │   └── StateKeyError        the workspace digest could not be computed
+    ├── ServiceError             a request to the env service did not succeed
+    │   ├── ServiceUnavailable   infrastructure: unreachable, lost connection, 5xx, 429 (re-played)
+    │   │   ├── SessionLimitReached  the service is full (429 with Retry-After)
+    │   │   └── StepTimedOut     a step ran over the service's step timeout (504)
+    │   └── RequestRejected      the caller's mistake (4xx): retrying cannot help; the run stops
+    │       ├── AuthError        401: missing or wrong token; set AGENTRL_SERVICE_TOKEN
+    │       ├── SessionNotFound  404: the session id is unknown (expired or closed)
+    │       ├── EpisodeOver      409: a step after the episode ended
+    │       ├── InvalidTask      422: the env rejected the task record or seed at reset
+    │       └── InvalidRequest   422: the request body is malformed
+    ├── RolloutError             every episode of a step failed for infrastructure reasons, after re-plays
+    ├── ModelError               a model could not be found, loaded or converted
+    └── StoreError               the database could not be opened or written
 
 What this is not: a place for expected episode failures. A malformed tool call, a timed-out command or a
 wrong answer is data on the episode (`Turn.invalid`, `Episode.stop_reason`), never an exception.
-Infrastructure errors (`SandboxError`, `ServiceError`) end an episode with `stop_reason="infra_error"`.
+Infrastructure errors (`INFRA_ERRORS`: `SandboxError`, `ServiceUnavailable`) end an episode with
+`stop_reason="infra_error"` and the episode is re-played; a `RequestRejected` is never re-played and stops
+the run with the service's message.
+
+Across the env service boundary an error keeps its class: the service sends its class name with the status
+of `agentrl.wire.STATUS_OF_ERROR`, and `agentrl.client` raises that class again (a sandbox failure arrives
+as `ServiceUnavailable`: the client has no sandbox).
 """
 
 from __future__ import annotations
@@ -59,16 +74,53 @@ class SandboxFileError(SandboxError):
     """A file could not be written to or read from a sandbox (missing path, full tmpfs, read-only root)."""
 
 
+class StateKeyError(SandboxError):
+    """The workspace digest could not be computed (the exec failed or printed no digest)."""
+
+
 class ServiceError(AgentRLError):
-    """The env service failed or refused a request."""
+    """A request to the env service did not succeed."""
 
 
 class ServiceUnavailable(ServiceError):
-    """The env service could not be reached or answered with a server error."""
+    """The env service could not be reached, lost the connection, or answered 5xx or 429."""
 
 
-class SessionNotFound(ServiceError):
-    """The session id is unknown to the service (expired or closed)."""
+class SessionLimitReached(ServiceUnavailable):
+    """The service holds `max_sessions` live sessions; retry later or on another replica (HTTP 429)."""
+
+
+class StepTimedOut(ServiceUnavailable):
+    """An env step ran longer than `step_timeout_s`; its session is gone (HTTP 504)."""
+
+
+class RequestRejected(ServiceError):
+    """The service refused the request as the caller's mistake (4xx); the message says what to fix."""
+
+
+class AuthError(RequestRejected):
+    """The service wants a bearer token and got none or a wrong one (HTTP 401)."""
+
+
+class SessionNotFound(RequestRejected):
+    """The session id is unknown to the service (expired or closed; HTTP 404)."""
+
+
+class EpisodeOver(RequestRejected):
+    """A step was sent to a session whose episode already ended (HTTP 409)."""
+
+
+class InvalidTask(RequestRejected):
+    """The env rejected the task or seed at reset (HTTP 422)."""
+
+
+class InvalidRequest(RequestRejected):
+    """The request body is malformed (HTTP 422)."""
+
+
+class RolloutError(AgentRLError):
+    """Every episode of a training step or an evaluation failed for infrastructure reasons, re-plays
+    included; training on nothing would hide it."""
 
 
 class ModelError(AgentRLError):
@@ -79,5 +131,5 @@ class StoreError(AgentRLError):
     """The run store could not be opened or written."""
 
 
-INFRA_ERRORS: tuple[type[AgentRLError], ...] = (SandboxError, ServiceError)
-"""Errors that end an episode as an infrastructure failure instead of crashing the run."""
+INFRA_ERRORS: tuple[type[AgentRLError], ...] = (SandboxError, ServiceUnavailable)
+"""Errors that end an episode as an infrastructure failure (re-played) instead of stopping the run."""

@@ -57,7 +57,7 @@ def token_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     """Two embedded env services (test envs preloaded) that require the bearer token `REPLICA_TOKEN`, which
     the environment hands to both them and the client; logs in tmp_path/a.log and b.log."""
     from agentrl.service.embedded import EmbeddedService
-    from agentrl.service.settings import TOKEN_ENV
+    from agentrl.wire import TOKEN_ENV
 
     monkeypatch.setenv(TOKEN_ENV, REPLICA_TOKEN)
     with (

@@ -10,7 +10,9 @@ trains on exactly one episode per slot and can still count the re-runs.
 
 What this is not: a retry of single requests (that is `agentrl.client`), or a way to hide a real failure:
 an episode still failing after `max_attempts` is returned as it ended, marked `infra_error`, and must not be
-trained on. Episodes that ended for any other reason (solved, wrong answer, out of turns) are never re-run.
+trained on. Episodes that ended for any other reason (solved, wrong answer, out of turns) are never re-run,
+and an error `play()` raises (a request the service rejected, such as a wrong token or a task the env
+refuses; a bug) propagates at once: no re-play could fix it.
 """
 
 from __future__ import annotations

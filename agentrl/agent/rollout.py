@@ -7,12 +7,16 @@ methods). Bookkeeping follows `agentrl/types.py`: each turn records only the tok
 previous completion, so the concatenation of an episode's turns is exactly what the engine saw and sampled.
 
 Expected failures are data: an unparseable turn is sent to the env as a text-only action and recorded as
-`invalid`; an infrastructure failure (sandbox or service) ends the episode with `stop_reason="infra_error"`
-and the turns so far. Anything else (a bug, a model error) propagates.
+`invalid`; an infrastructure failure (`agentrl.errors.INFRA_ERRORS`: a sandbox or an unavailable service)
+ends the episode with `stop_reason="infra_error"` and the turns so far. Anything else propagates: a bug, a
+model error, and a request the service rejected as the caller's mistake (`RequestRejected`: a wrong token, a
+task the env refuses), which no re-play can fix.
 
 `collect_rollouts` re-plays an episode that ended in an infrastructure failure (a new session, so a live
 replica) up to `RolloutConfig.infra_attempts` times in all (`agentrl.agent.retry`); `Episode.attempts`
-says how many plays it took, and one still failing after that is returned as `infra_error`.
+says how many plays it took, and one still failing after that is returned as `infra_error`. It runs the
+episodes with `run_concurrently`: the first error that propagates cancels the other episodes (which close
+their sessions) and is raised as itself, not wrapped in an ExceptionGroup, so the CLI can print it.
 
 What this is not: per-step prompt construction (verl-agent's "last K turns" mode).
 """
@@ -22,10 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import sys
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -36,6 +41,8 @@ from agentrl.agent.retry import RetryConfig, play_with_retries
 from agentrl.env.core import StepResult
 from agentrl.errors import INFRA_ERRORS
 from agentrl.types import Action, Episode, SessionStart, StopReason, Turn
+
+T = TypeVar("T")
 
 
 class SessionClient(Protocol):
@@ -147,8 +154,7 @@ async def run_episode(
     finally:
         # 7. always release the session (and its sandbox), even on failure or cancellation
         if session_id is not None:
-            with contextlib.suppress(*INFRA_ERRORS):
-                await client.close_session(session_id)
+            await close_quietly(client, session_id, failing=sys.exc_info()[1] is not None)
 
     return Episode(
         episode_id=uuid.uuid4().hex,
@@ -163,6 +169,19 @@ async def run_episode(
         error=error,
         first_observation=first_observation,
     )
+
+
+async def close_quietly(client: SessionClient, session_id: str, failing: bool) -> None:
+    """Close a session. An infrastructure failure while closing is ignored (the service's reaper closes the
+    session); while another error is propagating (`failing`), every error is, so that the error reported is
+    the one that ended the episode."""
+    try:
+        await client.close_session(session_id)
+    except INFRA_ERRORS:
+        pass
+    except Exception:
+        if not failing:
+            raise
 
 
 def is_invalid(action: Action, info: Mapping[str, Any]) -> bool:
@@ -203,14 +222,36 @@ async def collect_rollouts(
             advance()
             return episode
 
-        # A TaskGroup cancels the other episodes (closing their sessions) if one raises a real error.
+        return await run_concurrently(
+            play(i, t, member) for i, t in enumerate(tasks) for member in range(group_size)
+        )
+
+
+async def run_concurrently(coroutines: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Await the coroutines as concurrent tasks; their results in the order given.
+
+    With `asyncio.TaskGroup` semantics (the first error cancels the others, and waits until they have
+    finished, e.g. closed their sessions), except that the error is raised as itself, not wrapped in an
+    ExceptionGroup: callers and the CLI see `AuthError: ...`, not "unhandled errors in a TaskGroup". Errors
+    that other tasks raised while being cancelled are attached to it as notes."""
+    try:
         async with asyncio.TaskGroup() as group:
-            jobs = [
-                group.create_task(play(i, t, member))
-                for i, t in enumerate(tasks)
-                for member in range(group_size)
-            ]
-        return [job.result() for job in jobs]
+            tasks = [group.create_task(coroutine) for coroutine in coroutines]
+    except BaseExceptionGroup as wrapped:
+        first, *others = leaf_errors(wrapped)
+        for other in others:
+            first.add_note(f"another concurrent task failed too: {type(other).__name__}: {other}")
+    else:
+        return [task.result() for task in tasks]
+    raise first  # outside the handler, so the group does not become its context; its own chain stays
+
+
+def leaf_errors(group: BaseExceptionGroup) -> list[BaseException]:
+    """The errors inside an exception group, nested groups flattened, in the order they were raised."""
+    leaves: list[BaseException] = []
+    for error in group.exceptions:
+        leaves.extend(leaf_errors(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return leaves
 
 
 async def play_member(

@@ -10,6 +10,11 @@ from typing import Any
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("eval", help="held-out success rate of a model on a task")
     parser.add_argument("--task", required=True, help="config name: configs/TASK.yaml")
+    parser.add_argument(
+        "--service-url",
+        metavar="URL",
+        help="a running env service or fleet load balancer (same as the override service.url=URL)",
+    )
     parser.add_argument("--engine", choices=["auto", "cached", "hf", "openai"], help="same as engine.kind=")
     parser.add_argument("--model", help="openai: the served model name (engine.openai.model=)")
     parser.add_argument("--base-url", help="openai: the server's API root (engine.openai.base_url=)")
@@ -19,7 +24,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentrl.config import load_config
-    from agentrl.trainer.train import run_eval
+    from agentrl.trainer.run import run_eval
 
     result = asyncio.run(run_eval(load_config(args.task, [*args.overrides, *flag_overrides(args)])))
     print(format_eval("held-out", result))
@@ -27,8 +32,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def flag_overrides(args: argparse.Namespace) -> list[str]:
-    """The config overrides that --engine, --model and --base-url stand for; pure."""
+    """The config overrides that --service-url, --engine, --model and --base-url stand for; pure."""
     pairs = (
+        ("service.url", args.service_url),
         ("engine.kind", args.engine),
         ("engine.openai.model", args.model),
         ("engine.openai.base_url", args.base_url),

@@ -1,4 +1,4 @@
-"""The env service: FastAPI app serving env sessions over HTTP (see DESIGN.md, "The HTTP contract").
+"""The env service: FastAPI app serving env sessions over HTTP (see docs/design.md, "The HTTP contract").
 
 What this is: `create_app(settings)` and `ServiceSettings`; run it with `python -m agentrl.service`, or
 in-process-but-separate with `EmbeddedService`. What this is not: a store of training data, or a client

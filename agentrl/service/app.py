@@ -2,18 +2,33 @@
 
 What this is: `create_app(settings)`: imports the `preload` modules, mounts the routers, and owns the
 `SessionManager` through the lifespan (the idle reaper runs while the app runs; shutdown closes every
-session). Every error leaves as `{"error": {"type", "message"}}`; `type` is the exception class name, which
-is what `agentrl.client` branches on.
+session). Every error leaves as `{"error": {"type", "message"}}` (`agentrl.wire.error_body`); `type` is the
+agentrl exception class name (or one of the wire's three names for errors without a class), which is what
+`agentrl.client` branches on. The status of each class is `agentrl.wire.STATUS_OF_ERROR`, shared with the
+client, which turns the pair back into the same class.
 
 Protection (`agentrl.service.protection`) wraps the app: bearer token when `settings.token` is set, body
 size limit. Every error response is counted in `ServiceMetrics` by type and status (GET /metrics).
 
 What this is not: a place for logic: handlers call `SessionManager` and `agentrl.env`.
 
-Status mapping: missing or wrong token 401; unknown env or session 404; invalid request body 422; env
-rejected the task 422; step after the episode ended 409; body over `max_body_bytes` 413; service full 429
-with Retry-After; sandbox failure 503 with Retry-After (an infrastructure failure, not the agent's); step
-over `step_timeout_s` 504; anything else 500 (a bug: no request should reach it).
+Status mapping (status, type):
+    missing or wrong token                      401 AuthError (from the protection middleware, or the
+                                                    WebSocket handshake)
+    unknown env / session                       404 EnvNotFound / SessionNotFound
+    step after the episode ended                409 EpisodeOver
+    body over `max_body_bytes`                  413 RequestTooLarge
+    env rejected the task at reset              422 InvalidTask
+    invalid request body                        422 InvalidRequest
+    service full                                429 SessionLimitReached, with Retry-After
+    sandbox failure                             503 SandboxLost, SandboxUnavailable, ... (the class name),
+                                                    with Retry-After: infrastructure, not the agent's fault
+    step over `step_timeout_s`                  504 StepTimedOut
+    another caller error / unavailability       400 / 503 its class name (a RequestRejected / a
+                                                    ServiceUnavailable; none is raised today)
+    unknown route or method                     404 / 405 HTTPError
+    anything else                               500 InternalError, or the class name of another agentrl
+                                                    error (a bug: no request should reach it)
 """
 
 from __future__ import annotations
@@ -29,33 +44,24 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agentrl.errors import AgentRLError, EnvNotFound, EnvPluginError, SandboxError, SessionNotFound
+from agentrl.errors import AgentRLError, EnvPluginError, InvalidRequest
 from agentrl.sandbox.pool import close_shared_pools
 from agentrl.service.metrics import ServiceMetrics
 from agentrl.service.protection import BodyTooLarge, ProtectionMiddleware
 from agentrl.service.routers import envs, health, metrics, sessions, ws
-from agentrl.service.schemas import ErrorDetail, ErrorResponse
-from agentrl.service.sessions import (
-    EpisodeOver,
-    InvalidTask,
-    SessionLimitReached,
-    SessionManager,
-    StepTimedOut,
-)
+from agentrl.service.schemas import describe_problems
+from agentrl.service.sessions import SessionManager
 from agentrl.service.settings import ServiceSettings
+from agentrl.wire import (
+    HTTP_ERROR,
+    INTERNAL_ERROR,
+    REQUEST_TOO_LARGE,
+    RETRY_AFTER_STATUSES,
+    error_body,
+    status_of,
+)
 
 log = logging.getLogger(__name__)
-
-STATUS_OF_ERROR: dict[type[AgentRLError], int] = {
-    EnvNotFound: 404,
-    SessionNotFound: 404,
-    InvalidTask: 422,
-    EpisodeOver: 409,
-    SessionLimitReached: 429,
-    SandboxError: 503,
-    StepTimedOut: 504,
-}
-RETRY_AFTER_STATUSES = frozenset({429, 503})
 
 
 def create_app(settings: ServiceSettings | None = None) -> FastAPI:
@@ -104,15 +110,7 @@ def preload_modules(modules: tuple[str, ...]) -> None:
 def error_response(
     status: int, type_: str, message: str, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
-    body = ErrorResponse(error=ErrorDetail(type=type_, message=message))
-    return JSONResponse(body.model_dump(), status_code=status, headers=dict(headers or {}))
-
-
-def status_of(exc: AgentRLError) -> int:
-    for cls in type(exc).__mro__:
-        if cls in STATUS_OF_ERROR:
-            return STATUS_OF_ERROR[cls]
-    return 500
+    return JSONResponse(error_body(type_, message), status_code=status, headers=dict(headers or {}))
 
 
 def _add_error_handlers(app: FastAPI, settings: ServiceSettings, service_metrics: ServiceMetrics) -> None:
@@ -133,28 +131,23 @@ def _add_error_handlers(app: FastAPI, settings: ServiceSettings, service_metrics
 
     async def on_invalid_request(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        problems = "; ".join(_describe(error) for error in exc.errors())
-        return respond(422, "InvalidRequest", f"invalid request: {problems}")
+        problems = describe_problems(exc.errors())
+        return respond(422, InvalidRequest.__name__, f"invalid request: {problems}")
 
     async def on_body_too_large(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, BodyTooLarge)
-        return respond(413, "RequestTooLarge", str(exc.detail))
+        return respond(413, REQUEST_TOO_LARGE, str(exc.detail))
 
     async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        return respond(exc.status_code, "HTTPError", str(exc.detail), exc.headers)
+        return respond(exc.status_code, HTTP_ERROR, str(exc.detail), exc.headers)
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("%s %s crashed", request.method, request.url.path)
-        return respond(500, "InternalError", f"{type(exc).__name__}: {exc}; see the service log")
+        return respond(500, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}; see the service log")
 
     app.add_exception_handler(AgentRLError, on_agentrl_error)
     app.add_exception_handler(BodyTooLarge, on_body_too_large)
     app.add_exception_handler(RequestValidationError, on_invalid_request)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(Exception, on_unexpected)
-
-
-def _describe(error: dict) -> str:
-    where = ".".join(str(part) for part in error.get("loc", ()))
-    return f"{where}: {error.get('msg', 'invalid')}"

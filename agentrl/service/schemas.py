@@ -2,16 +2,19 @@
 
 What this is: the only place pydantic is used; every model forbids unknown fields so a typo in a client
 is a 422, not a silently ignored key. What this is not: the core types (`agentrl/types.py`); the
-handlers convert at the boundary (`ActionModel.to_action`).
+handlers convert at the boundary (`ActionModel.to_action`). The error body and the action's JSON are
+defined once for client and service in `agentrl.wire`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentrl.types import Action, ToolCall
+from agentrl.types import Action
+from agentrl.wire import action_from_json
 
 
 class _Strict(BaseModel):
@@ -29,8 +32,7 @@ class ActionModel(_Strict):
     parse_error: str | None = None
 
     def to_action(self) -> Action:
-        calls = tuple(ToolCall(name=call.name, arguments=call.arguments) for call in self.tool_calls)
-        return Action(text=self.text, tool_calls=calls, parse_error=self.parse_error)
+        return action_from_json(self.model_dump())
 
 
 class CreateSessionRequest(_Strict):
@@ -76,16 +78,6 @@ class HealthResponse(_Strict):
     sessions: int
 
 
-class ErrorDetail(_Strict):
-    type: str
-    """The exception class name, e.g. "SessionNotFound" or "SandboxLost"; clients branch on it."""
-    message: str
-
-
-class ErrorResponse(_Strict):
-    error: ErrorDetail
-
-
 class WsRequest(_Strict):
     """One request inside a frame of the WebSocket wire (`/v1/ws`); see `agentrl.service.routers.ws`.
 
@@ -96,3 +88,13 @@ class WsRequest(_Strict):
     op: Literal["create", "step", "close"]
     session_id: str | None = None
     body: dict[str, Any] | None = None
+
+
+def describe_problems(errors: Sequence[Any]) -> str:
+    """pydantic's validation errors as one line, `where: what; where: what`, for an InvalidRequest message."""
+    return "; ".join(describe_problem(error) for error in errors)
+
+
+def describe_problem(error: Any) -> str:
+    where = ".".join(str(part) for part in error.get("loc", ()))
+    return f"{where}: {error.get('msg', 'invalid')}"

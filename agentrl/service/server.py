@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrl.errors import AgentRLError, ConfigError
-from agentrl.service.settings import TOKEN_ENV, ServiceSettings
+from agentrl.service.settings import ServiceSettings
+from agentrl.wire import TOKEN_ENV
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> ServiceSettings:

@@ -8,8 +8,8 @@ idle for longer than `idle_timeout_s`; shutdown closes them all. A step running 
 (unknown to new requests) and its env is closed when the step finally returns. Counts go to
 `ServiceMetrics`.
 
-What this is not: HTTP. Handlers translate; errors raised here are mapped to status codes in one place
-(`agentrl/service/app.py`).
+What this is not: HTTP. Handlers translate; the errors raised here (all from `agentrl.errors`) are mapped
+to status codes in one place (`agentrl.wire.STATUS_OF_ERROR`, applied by `agentrl/service/app.py`).
 """
 
 from __future__ import annotations
@@ -26,28 +26,19 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from agentrl.env import Env, StepResult, make
-from agentrl.errors import AgentRLError, EnvError, ServiceError, SessionNotFound
+from agentrl.errors import (
+    AgentRLError,
+    EpisodeOver,
+    InvalidTask,
+    SessionLimitReached,
+    SessionNotFound,
+    StepTimedOut,
+)
 from agentrl.service.metrics import ServiceMetrics
 from agentrl.service.settings import ServiceSettings
 from agentrl.types import Action, SessionStart
 
 log = logging.getLogger(__name__)
-
-
-class SessionLimitReached(ServiceError):
-    """The service holds `max_sessions` live sessions; retry later or on another replica (HTTP 429)."""
-
-
-class InvalidTask(EnvError):
-    """The env rejected the task or seed at reset (HTTP 422)."""
-
-
-class EpisodeOver(ServiceError):
-    """A step was sent to a session whose episode already ended (HTTP 409)."""
-
-
-class StepTimedOut(ServiceError):
-    """An env step ran longer than `step_timeout_s`; its session is gone (HTTP 504)."""
 
 
 @dataclass

@@ -10,9 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-TOKEN_ENV = "AGENTRL_SERVICE_TOKEN"
-"""The environment variable holding the bearer token, read by the service and by `agentrl.client`."""
-
 
 @dataclass(frozen=True)
 class ServiceSettings:

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
 from agentrl.service.embedded import EmbeddedService
-from agentrl.service.settings import TOKEN_ENV
+from agentrl.wire import TOKEN_ENV
 
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -1,6 +1,6 @@
 """Two real env service replicas (EmbeddedService, uvicorn on loopback ports) behind one EnvClient, with a
 bearer token: one replica is stopped mid-run; its session's next step is an infrastructure failure and new
-sessions fail over to the survivor."""
+sessions fail over to the survivor; the runner re-plays such an episode there."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 from fixtures_envs import GUESS_NUMBER_ID
+from service_harness import GuessingEngine
 
+from agentrl.agent.engines.base import SamplingParams
+from agentrl.agent.rollout import RolloutConfig, play_member
 from agentrl.client import ClientConfig, EnvClient
 from agentrl.errors import INFRA_ERRORS, ServiceUnavailable
 from agentrl.service.embedded import EmbeddedService
@@ -58,3 +61,42 @@ def test_a_stopped_replica_fails_its_episode_and_sessions_fail_over(
 ) -> None:
     asyncio.run(_run(*token_replicas))
     assert " 401 " in (tmp_path / "a.log").read_text()
+
+
+@pytest.mark.parametrize("wire", ["http", "ws"])
+def test_an_episode_whose_replica_dies_is_re_played_on_the_survivor(
+    wire: str, tmp_path: Path, token_replicas: tuple[EmbeddedService, EmbeddedService]
+) -> None:
+    a, b = token_replicas
+    stopped: list[int] = []
+
+    def stop_a_once() -> None:  # after the first session was created on a, before its first step
+        if not stopped:
+            stopped.append(a.port)
+            a.stop()
+
+    engine = GuessingEngine(3, before_generate=stop_a_once)
+    rollout = RolloutConfig(max_turns=2, infra_attempts=3)
+
+    async def main() -> None:
+        config = ClientConfig(retries=1, backoff_s=0.01, transport=wire)  # type: ignore[arg-type]
+        async with EnvClient([a.url, b.url], config=config) as client:  # token from the environment
+            episode = await play_member(
+                client,
+                lambda: engine,
+                GUESS_NUMBER_ID,
+                {"target": 3},
+                0,
+                "g",
+                SamplingParams(16),
+                rollout,
+                (0,),
+            )
+        assert stopped and episode.attempts == 2  # the first play hit the dead replica: re-played once
+        assert episode.stop_reason == "terminated" and episode.reward == 1.0
+
+    asyncio.run(main())
+    metrics = httpx.get(
+        f"{b.url}/metrics", headers={"authorization": f"Bearer {TOKEN}"}, trust_env=False
+    ).text
+    assert "agentrl_service_sessions_created_total 1" in metrics  # the re-play ran on b

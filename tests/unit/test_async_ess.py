@@ -34,7 +34,7 @@ def test_sampler_mismatch_moments_cover_sampled_tokens_only() -> None:
 
 
 def test_token_weighted_means_over_micro_batches_give_the_batch_ess() -> None:
-    # micro batches of 3 and 1 sampled tokens, merged as policy_update merges them (weight = token count)
+    # micro batches of 3 and 1 sampled tokens, merged as ppo_update merges them (weight = token count)
     first = sampler_mismatch(torch.log(torch.tensor([[1.0, 2.0, 3.0]])), torch.zeros(1, 3), torch.ones(1, 3))
     second = sampler_mismatch(
         torch.log(torch.tensor([[2.0, 9.0]])), torch.zeros(1, 2), torch.tensor([[1.0, 0.0]])

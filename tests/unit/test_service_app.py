@@ -13,7 +13,14 @@ from fastapi import FastAPI
 from fixtures_envs import GUESS_NUMBER_ID, LOST_SANDBOX_ID
 
 from agentrl.client import EnvClient
-from agentrl.errors import ConfigError, EnvNotFound, ServiceError, ServiceUnavailable, SessionNotFound
+from agentrl.errors import (
+    ConfigError,
+    EnvNotFound,
+    EpisodeOver,
+    InvalidTask,
+    ServiceUnavailable,
+    SessionNotFound,
+)
 from agentrl.service import ServiceSettings, create_app
 from agentrl.service.server import parse_settings
 from agentrl.service.sessions import SessionManager
@@ -66,7 +73,7 @@ def test_a_whole_episode_through_the_client() -> None:
         results = await _binary_search(client, start.session_id, 100)
         assert results[-1].observation == "correct" and results[-1].reward == 1.0
         assert [r.info["state_key"] for r in results[:2]] == ["1-49", "26-49"]
-        with pytest.raises(ServiceError, match="409"):
+        with pytest.raises(EpisodeOver, match="409"):
             await client.step(start.session_id, _guess(1))
         await client.close_session(start.session_id)
         await client.close_session(start.session_id)  # already gone: fine
@@ -96,7 +103,7 @@ def test_errors_map_to_the_client_exceptions() -> None:
     async def test(app: FastAPI, client: EnvClient) -> None:
         with pytest.raises(EnvNotFound, match="Did you mean 'test/GuessNumber-v0'"):
             await client.create_session("test/GuessNumbr-v0", {}, seed=0)
-        with pytest.raises(ServiceError, match="422.*target must be an integer"):
+        with pytest.raises(InvalidTask, match="422.*target must be an integer"):
             await client.create_session(GUESS_NUMBER_ID, {"target": "seven"}, seed=0)
         with pytest.raises(SessionNotFound, match="create a new session"):
             await client.step("no-such-session", _guess(1))

@@ -17,12 +17,12 @@ from fixtures_envs import GUESS_NUMBER_ID, GuessNumberEnv
 
 from agentrl.client import EnvClient
 from agentrl.env import StepResult, register
-from agentrl.errors import ConfigError, ServiceError, ServiceUnavailable, SessionNotFound
+from agentrl.errors import AuthError, ConfigError, ServiceUnavailable, SessionNotFound
 from agentrl.service import ServiceSettings, create_app
 from agentrl.service.metrics import Histogram, ServiceMetrics
 from agentrl.service.server import parse_settings
-from agentrl.service.settings import TOKEN_ENV
 from agentrl.types import Action, ToolCall
+from agentrl.wire import TOKEN_ENV
 
 BASE_URL = "http://env-service.test"
 SLOW_ID = "test/SlowGuess-v0"
@@ -87,11 +87,11 @@ def test_a_token_is_required_everywhere_but_healthz() -> None:
             response = await anonymous._http.get("/v1/envs")
             assert response.status_code == 401
             assert response.headers["www-authenticate"] == "Bearer"
-            assert response.json()["error"]["type"] == "Unauthorized"
+            assert response.json()["error"]["type"] == "AuthError"
             wrong = await anonymous._http.get("/v1/envs", headers={"authorization": "Bearer nope"})
             assert wrong.status_code == 401
             assert (await anonymous._http.get("/healthz")).status_code == 200
-            with pytest.raises(ServiceError, match=f"401.*{TOKEN_ENV}"):
+            with pytest.raises(AuthError, match=f"401.*{TOKEN_ENV}"):
                 await anonymous.create_session(GUESS_NUMBER_ID, {}, seed=0)
             metrics = await anonymous._http.get("/metrics")
             assert metrics.status_code == 401
@@ -99,7 +99,7 @@ def test_a_token_is_required_everywhere_but_healthz() -> None:
                 start = await client.create_session(GUESS_NUMBER_ID, {"target": 50}, seed=0)
                 assert (await client.step(start.session_id, _guess(50))).reward == 1.0
                 text = (await client._http.get("/metrics")).text
-                assert _metric(text, 'agentrl_service_errors_total{type="Unauthorized",status="401"}') == 4
+                assert _metric(text, 'agentrl_service_errors_total{type="AuthError",status="401"}') == 4
 
     asyncio.run(main())
 

@@ -5,46 +5,32 @@ over one socket, sessions closed with their socket, and the frame protocol itsel
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fixtures_envs import GUESS_NUMBER_ID, LOST_SANDBOX_ID
+from service_harness import serving
 from websockets.asyncio.client import connect
 
 from agentrl.client import ClientConfig, EnvClient, error_for, ws_url
-from agentrl.errors import EnvNotFound, ServiceError, ServiceUnavailable, SessionNotFound
-from agentrl.service import ServiceSettings, create_app
-from agentrl.service.embedded import LOOPBACK, free_loopback_port
-from agentrl.service.routers.ws import pack_frames
+from agentrl.errors import (
+    AuthError,
+    EnvNotFound,
+    EpisodeOver,
+    InvalidTask,
+    ServiceUnavailable,
+    SessionNotFound,
+)
+from agentrl.service import ServiceSettings
 from agentrl.types import Action, ToolCall
+from agentrl.wire import pack_frames
 
 WS = ClientConfig(transport="ws")
 HTTP = ClientConfig(transport="http")
-
-
-@contextlib.contextmanager
-def serving(settings: ServiceSettings) -> Iterator[tuple[str, FastAPI]]:
-    app = create_app(settings)
-    port = free_loopback_port()
-    server = uvicorn.Server(uvicorn.Config(app, host=LOOPBACK, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://{LOOPBACK}:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -110,9 +96,9 @@ async def _error_of(url: str, config: ClientConfig, case: str) -> BaseException:
     ("case", "error", "text"),
     [
         ("unknown env", EnvNotFound, "GuessNumber-v0"),  # the "did you mean" suggestion
-        ("invalid task", ServiceError, "422 InvalidTask"),
+        ("invalid task", InvalidTask, "422 InvalidTask"),
         ("unknown session", SessionNotFound, "no session 'no-such-session'"),
-        ("episode over", ServiceError, "409 EpisodeOver"),
+        ("episode over", EpisodeOver, "409 EpisodeOver"),
         ("sandbox lost", ServiceUnavailable, "503.*SandboxLost"),
     ],
 )
@@ -206,7 +192,7 @@ def test_the_token_is_checked_at_the_handshake() -> None:
 
         async def main() -> None:
             async with EnvClient(url, config=WS, token="wrong") as client:
-                with pytest.raises(ServiceError, match="401.*AGENTRL_SERVICE_TOKEN") as caught:
+                with pytest.raises(AuthError, match="401.*AGENTRL_SERVICE_TOKEN") as caught:
                     await client.create_session(GUESS_NUMBER_ID, {}, seed=0)
                 assert not isinstance(caught.value, ServiceUnavailable)  # as over HTTP: not an infra failure
             async with EnvClient(url, config=WS, token="secret") as client:
@@ -214,7 +200,7 @@ def test_the_token_is_checked_at_the_handshake() -> None:
                 assert (await client.step(start.session_id, _guess(1))).reward == 1.0
 
         asyncio.run(main())
-        assert app.state.metrics.errors[("Unauthorized", 401)] == 1
+        assert app.state.metrics.errors[("AuthError", 401)] == 1
 
 
 def test_the_frame_protocol(service: tuple[str, FastAPI]) -> None:
@@ -268,6 +254,7 @@ def test_error_for_and_ws_url() -> None:
     assert isinstance(error_for(429, "SessionLimitReached", "full", "create"), ServiceUnavailable)
     assert type(error_for(404, "SessionNotFound", "no", "step")) is SessionNotFound
     assert type(error_for(404, "EnvNotFound", "no", "create")) is EnvNotFound
-    assert "AGENTRL_SERVICE_TOKEN" in str(error_for(401, "Unauthorized", "no", "create"))
+    assert "AGENTRL_SERVICE_TOKEN" in str(error_for(401, "AuthError", "no", "create"))
+    assert type(error_for(401, "Unauthorized", "no", "create")) is AuthError  # an older service's name
     assert ws_url("http://127.0.0.1:8/") == "ws://127.0.0.1:8/v1/ws"
     assert ws_url("https://envs.example/base") == "wss://envs.example/base/v1/ws"

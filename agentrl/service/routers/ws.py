@@ -9,7 +9,7 @@ missing or wrong). After it, every frame in either direction is a JSON list. The
     {"id": 9, "op": "close", "session_id": "..."}
 
 and the service answers each, in whatever order they finish, with the status and body the same request
-gets over HTTP (the error `type` names are those of `agentrl/service/app.py`, which maps them):
+gets over HTTP (statuses and error `type` names as in `agentrl/service/app.py`, from `agentrl.wire`):
 
     {"id": 7, "status": 201, "body": {...CreateSessionResponse...}}
     {"id": 8, "status": 404, "error": {"type": "SessionNotFound", "message": "..."}}
@@ -18,7 +18,8 @@ gets over HTTP (the error `type` names are those of `agentrl/service/app.py`, wh
 Requests run concurrently (the steps of one session are still serialised by `SessionManager`). Replies that
 finish together leave in one frame, so under load one frame carries many steps: the batching a batch
 endpoint would give, without anyone waiting for a batch to fill. A reply without a usable request id has
-`"id": null` (the frame was not JSON, or an item had no integer id).
+`"id": null` (the frame was not JSON, or an item had no integer id). The framing (`encode`, `pack_frames`,
+`FRAME_BYTES`) is `agentrl.wire`'s, shared with the client.
 
 Sessions created over a socket belong to it: when the socket closes, the service closes them once their
 in-flight requests finish. A lost socket is an infrastructure failure for the sessions it carried.
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -39,61 +40,65 @@ from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from agentrl.errors import AgentRLError, SessionNotFound
+from agentrl.errors import AgentRLError, InvalidRequest, SessionNotFound
 from agentrl.service.metrics import ServiceMetrics
-from agentrl.service.schemas import CreateSessionRequest, StepRequest, WsRequest
+from agentrl.service.protection import (
+    AUTH_ERROR,
+    AUTH_HEADERS,
+    UNAUTHORISED_MESSAGE,
+    authorised,
+    expected_header,
+)
+from agentrl.service.schemas import CreateSessionRequest, StepRequest, WsRequest, describe_problems
 from agentrl.service.sessions import SessionManager
 from agentrl.service.settings import ServiceSettings
+from agentrl.wire import (
+    FRAME_BYTES,
+    INTERNAL_ERROR,
+    REQUEST_TOO_LARGE,
+    RETRY_AFTER_STATUSES,
+    encode,
+    error_body,
+    pack_frames,
+    status_of,
+)
 
 log = logging.getLogger(__name__)
 
 router = APIRouter()
 
-FRAME_BYTES = 256 * 1024
-"""Replies are packed into frames of about this size (a single larger reply gets a frame of its own)."""
+INVALID_REQUEST = InvalidRequest.__name__
 
-
-class InvalidWsRequest(Exception):
-    """A request on the socket is malformed (answered with 422 "InvalidRequest")."""
+encode_reply = functools.partial(encode, default=to_jsonable_python)
+"""`agentrl.wire.encode` that also sends what JSON cannot hold (numpy numbers in an env's info) as pydantic
+would."""
 
 
 @router.websocket("/v1/ws")
 async def sessions_socket(websocket: WebSocket) -> None:
-    from agentrl.service.app import RETRY_AFTER_STATUSES, error_response, status_of  # app imports us
-
     settings: ServiceSettings = websocket.app.state.settings
     metrics: ServiceMetrics = websocket.app.state.metrics
-    if not authorised(websocket.headers.get("authorization", ""), settings.token):
-        metrics.errors[("Unauthorized", 401)] += 1
-        message = (
-            "missing or wrong bearer token; send `Authorization: Bearer <token>` "
-            "(the client reads it from AGENTRL_SERVICE_TOKEN)"
-        )
-        denial = error_response(401, "Unauthorized", message, {"www-authenticate": "Bearer"})
+    header = websocket.headers.get("authorization", "").encode()
+    if not authorised(header, expected_header(settings.token)):
+        metrics.errors[(AUTH_ERROR, 401)] += 1
+        denial = JSONResponse(error_body(AUTH_ERROR, UNAUTHORISED_MESSAGE), 401, headers=AUTH_HEADERS)
         await websocket.send_denial_response(denial)
         return
     await websocket.accept()
 
     def reply_error(request_id: int | None, status: int, type_: str, message: str) -> dict[str, Any]:
         metrics.errors[(type_, status)] += 1
-        reply: dict[str, Any] = {
-            "id": request_id,
-            "status": status,
-            "error": {"type": type_, "message": message},
-        }
+        reply: dict[str, Any] = {"id": request_id, "status": status, **error_body(type_, message)}
         if status in RETRY_AFTER_STATUSES:
             reply["retry_after"] = settings.retry_after_s
         return reply
 
-    socket = SessionSocket(websocket, websocket.app.state.sessions, settings, status_of, reply_error)
+    socket = SessionSocket(websocket, websocket.app.state.sessions, settings, reply_error)
     await socket.serve()
-
-
-def authorised(header: str, token: str | None) -> bool:
-    return token is None or hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
 
 
 class SessionSocket:
@@ -104,13 +109,11 @@ class SessionSocket:
         websocket: WebSocket,
         manager: SessionManager,
         settings: ServiceSettings,
-        status_of: Callable[[AgentRLError], int],
         reply_error: Callable[[int | None, int, str, str], dict[str, Any]],
     ) -> None:
         self.websocket = websocket
         self.manager = manager
         self.max_frame_bytes = settings.max_body_bytes
-        self.status_of = status_of
         self.reply_error = reply_error
         self.owned: set[str] = set()  # sessions created here: closed with the socket
         self.gone = False
@@ -141,12 +144,12 @@ class SessionSocket:
             items = json.loads(frame)
         except ValueError as exc:
             self._send(
-                self.reply_error(None, 422, "InvalidRequest", f"invalid request: frame is not JSON: {exc}")
+                self.reply_error(None, 422, INVALID_REQUEST, f"invalid request: frame is not JSON: {exc}")
             )
             return
         if not isinstance(items, list):
             self._send(
-                self.reply_error(None, 422, "InvalidRequest", "invalid request: a frame is a JSON list")
+                self.reply_error(None, 422, INVALID_REQUEST, "invalid request: a frame is a JSON list")
             )
             return
         for item in items:
@@ -162,27 +165,23 @@ class SessionSocket:
                 reply = self.reply_error(
                     request_id,
                     413,
-                    "RequestTooLarge",
+                    REQUEST_TOO_LARGE,
                     f"frame larger than the service's limit of {self.max_frame_bytes} bytes (max_body_bytes)",
                 )
             else:
                 request = WsRequest.model_validate(item)
                 status, body = await self._run(request)
                 reply = {"id": request.id, "status": status, "body": body}
-            encoded = encode(reply)
+            encoded = encode_reply(reply)
         except AgentRLError as exc:
-            encoded = encode(self.reply_error(request_id, self.status_of(exc), type(exc).__name__, str(exc)))
+            encoded = encode_reply(self.reply_error(request_id, status_of(exc), type(exc).__name__, str(exc)))
         except ValidationError as exc:
-            problems = "; ".join(describe(error) for error in exc.errors())
-            encoded = encode(
-                self.reply_error(request_id, 422, "InvalidRequest", f"invalid request: {problems}")
-            )
-        except InvalidWsRequest as exc:
-            encoded = encode(self.reply_error(request_id, 422, "InvalidRequest", f"invalid request: {exc}"))
+            message = f"invalid request: {describe_problems(exc.errors())}"
+            encoded = encode_reply(self.reply_error(request_id, 422, INVALID_REQUEST, message))
         except Exception as exc:
             log.exception("websocket request %r crashed", request_id)
             message = f"{type(exc).__name__}: {exc}; see the service log"
-            encoded = encode(self.reply_error(request_id, 500, "InternalError", message))
+            encoded = encode_reply(self.reply_error(request_id, 500, INTERNAL_ERROR, message))
         self._outbox.append(encoded)
         self._wake.set()
 
@@ -205,7 +204,7 @@ class SessionSocket:
         return 204, None
 
     def _send(self, reply: dict[str, Any]) -> None:
-        self._outbox.append(encode(reply))
+        self._outbox.append(encode_reply(reply))
         self._wake.set()
 
     async def _write_forever(self) -> None:
@@ -219,32 +218,5 @@ class SessionSocket:
 
 def required_session_id(request: WsRequest) -> str:
     if not request.session_id:
-        raise InvalidWsRequest(f"op {request.op!r} needs a session_id")
+        raise InvalidRequest(f"invalid request: op {request.op!r} needs a session_id")
     return request.session_id
-
-
-def encode(message: Any) -> str:
-    """Compact JSON; values JSON cannot hold (numpy numbers in an env's info) as pydantic would send them."""
-    return json.dumps(message, separators=(",", ":"), default=to_jsonable_python)
-
-
-def pack_frames(encoded: list[str], limit: int) -> list[str]:
-    """JSON-encoded messages packed, in order, into as few JSON-list frames of at most ~`limit` characters
-    as fit (a message longer than `limit` gets a frame of its own)."""
-    frames: list[str] = []
-    current: list[str] = []
-    size = 0
-    for message in encoded:
-        if current and size + len(message) + 1 > limit:
-            frames.append("[" + ",".join(current) + "]")
-            current, size = [], 0
-        current.append(message)
-        size += len(message) + 1
-    if current:
-        frames.append("[" + ",".join(current) + "]")
-    return frames
-
-
-def describe(error: Any) -> str:
-    where = ".".join(str(part) for part in error.get("loc", ()))
-    return f"{where}: {error.get('msg', 'invalid')}"
