@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from agentrl.env import Env, StepResult, make
 from agentrl.errors import (
-    AgentRLError,
+    INFRA_ERRORS,
     EpisodeOver,
     InvalidTask,
     SessionLimitReached,
@@ -183,10 +183,11 @@ def _open_env(env_id: str, kwargs: dict[str, Any], task: dict[str, Any], seed: i
     env = make(env_id, **kwargs)
     try:
         observation, info = env.reset(seed=seed, options={"task": task})
-    except AgentRLError:  # e.g. a sandbox failure: keeps its own status (503)
+    except INFRA_ERRORS:  # e.g. a sandbox failure: keeps its own status (503)
         env.close()
         raise
-    except Exception as exc:  # the task is the caller's data: whatever reset raises on it is a 422, not a 500
+    except Exception as exc:  # the task is the caller's data: whatever else reset raises on it (a plugin's
+        # EnvError from validating the task included) is a 422, not a 500 that would be re-played as infra
         env.close()
         raise InvalidTask(f"{env_id} rejected the task (seed {seed}): {exc!r}") from exc
     except BaseException:
@@ -215,4 +216,4 @@ def _tools(env: Env) -> list[dict[str, Any]]:
 
 
 def _examples(env: Env) -> list[dict[str, Any]]:
-    return [dict(message) for message in getattr(env, "examples", ())]
+    return [dict(message) for message in env.examples]

@@ -121,6 +121,11 @@ CASES: dict[str, tuple[Case, type[AgentRLError], str]] = {
         InvalidTask,
         "422 InvalidTask.*target must be an integer",
     ),
+    "task a plugin rejects": (
+        lambda c: c.create_session("agentrl/Calc-v0", {"id": "calc-x"}, seed=0),
+        InvalidTask,
+        "422 InvalidTask.*missing 'question'",
+    ),
     "invalid request": (
         lambda c: c.create_session(GUESS_NUMBER_ID, {}, seed=-1),
         InvalidRequest,
