@@ -16,10 +16,10 @@ import json
 import re
 from typing import Any
 
+from agentrl.env.toolcall import TOOL_CALL_CLOSE as CLOSE_TAG
+from agentrl.env.toolcall import TOOL_CALL_OPEN as OPEN_TAG
+from agentrl.env.toolcall import render_tool_call
 from agentrl.types import Action, ToolCall
-
-OPEN_TAG = "<tool_call>"
-CLOSE_TAG = "</tool_call>"
 
 _BLOCK = re.compile(re.escape(OPEN_TAG) + r"(.*?)" + re.escape(CLOSE_TAG), re.DOTALL)
 
@@ -45,8 +45,7 @@ def parse_turn(text: str) -> Action:
 
 def format_tool_call(call: ToolCall) -> str:
     """The Hermes text of one call; `parse_turn(format_tool_call(c)).tool_calls == (c,)`."""
-    payload = {"name": call.name, "arguments": dict(call.arguments)}
-    return f"{OPEN_TAG}\n{json.dumps(payload, ensure_ascii=False)}\n{CLOSE_TAG}"
+    return render_tool_call(call.name, call.arguments, multiline=True)
 
 
 def _parse_call(body: str, index: int) -> ToolCall:

@@ -2,8 +2,8 @@
 
 What this is: the one function every env plugin's tests call. On top of
 `gymnasium.utils.env_checker.check_env` it checks that the tool specs are valid OpenAI function specs,
-that `info["state_key"]` is hashable or None after reset and after a step, and that the same seed and task
-give the same first observation.
+that `examples` are chat messages, that `info["state_key"]` is hashable or None after reset and after a step,
+and that the same seed and task give the same first observation.
 
 What this is not: a runtime guard. The service and runner never call it; it costs several resets.
 """
@@ -16,11 +16,12 @@ from typing import Any
 
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
-from agentrl.env.core import Env
+from agentrl.env.core import INFO_STATE_KEY, Env
 from agentrl.errors import EnvError
 from agentrl.types import Action
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
 def check_env(env: Env, *, seed: int = 0, options: Mapping[str, Any] | None = None) -> None:
@@ -31,6 +32,7 @@ def check_env(env: Env, *, seed: int = 0, options: Mapping[str, Any] | None = No
     """
     gymnasium_check_env(env, skip_render_check=True)
     check_tool_specs(env.tools)
+    check_examples(env.examples)
     _check_first_observation(env, seed, options)
     _check_step_state_key(env, seed, options)
 
@@ -43,6 +45,19 @@ def check_tool_specs(specs: Any) -> None:
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise EnvError(f"duplicate tool names {duplicates}; each tool needs its own name")
+
+
+def check_examples(examples: Any) -> None:
+    """Raise `EnvError` unless `examples` is a sequence of chat messages with a string role and content."""
+    if isinstance(examples, str | bytes | Mapping) or not hasattr(examples, "__iter__"):
+        raise EnvError(f"env.examples must be a sequence of chat messages, got {type(examples).__name__}")
+    for index, message in enumerate(examples):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role not in _ROLES or not isinstance(message.get("content", ""), str):
+            raise EnvError(
+                f"env.examples[{index}] must be a chat message with a 'role' in {sorted(_ROLES)} and a "
+                f"string 'content', got {message!r}"
+            )
 
 
 def _check_tool_spec(spec: Any) -> str:
@@ -73,17 +88,20 @@ def _check_parameters(name: str, parameters: Any) -> None:
 
 
 def _check_state_key(info: Any, where: str) -> None:
-    if not isinstance(info, Mapping) or "state_key" not in info:
-        raise EnvError(f'{where}: info must contain "state_key" (a hashable key of the state, or None)')
-    if not isinstance(info["state_key"], Hashable):
-        raise EnvError(f"{where}: info['state_key'] must be hashable, got {type(info['state_key']).__name__}")
+    if not isinstance(info, Mapping) or INFO_STATE_KEY not in info:
+        raise EnvError(
+            f"{where}: info must contain {INFO_STATE_KEY!r} (a hashable key of the state, or None)"
+        )
+    if not isinstance(info[INFO_STATE_KEY], Hashable):
+        kind = type(info[INFO_STATE_KEY]).__name__
+        raise EnvError(f"{where}: info[{INFO_STATE_KEY!r}] must be hashable, got {kind}")
 
 
 def _check_first_observation(env: Env, seed: int, options: Mapping[str, Any] | None) -> None:
     first, first_info = env.reset(seed=seed, options=dict(options) if options else None)
     again, again_info = env.reset(seed=seed, options=dict(options) if options else None)
     _check_state_key(first_info, "reset")
-    if first != again or first_info["state_key"] != again_info["state_key"]:
+    if first != again or first_info[INFO_STATE_KEY] != again_info[INFO_STATE_KEY]:
         raise EnvError(
             f"reset(seed={seed}) with the same task gave different first observations or state keys "
             f"({first!r} vs {again!r}); draw all randomness from the seed"

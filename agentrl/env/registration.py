@@ -14,7 +14,9 @@ testing aids (we run `check_env` in every plugin's tests instead) and would hide
 changes behaviour, so rather than silently drop it `make` refuses; agentrl envs enforce their own limits and
 the runner has its own turn budget. Use `gymnasium.make` directly if you want Gymnasium's wrappers.
 
-A plugin's import error is never swallowed: it surfaces as `EnvPluginError` naming the plugin.
+A plugin's import error is never swallowed: it surfaces as `EnvPluginError` naming the plugin. An env
+registered while no plugin is loading (its package was imported for another reason, e.g. its `agentrl.cli`
+subcommand) is credited to the installed plugin whose top-level package defines it.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def register(
     gymnasium_kwargs.setdefault("order_enforce", False)
     gymnasium_kwargs.setdefault("disable_env_checker", True)
     gymnasium.register(id=id, entry_point=entry_point, **gymnasium_kwargs)
-    plugin = _loading_plugin[-1] if _loading_plugin else None
+    plugin = _loading_plugin[-1] if _loading_plugin else _plugin_providing(entry_point)
     _METADATA[id] = _Registration(tools=None if tools is None else tuple(tools), plugin=plugin)
 
 
@@ -99,6 +101,20 @@ def load_plugins() -> None:
         for entry_point in importlib.metadata.entry_points(group=PLUGIN_GROUP):
             if entry_point.name not in _loaded_plugins:
                 _load_plugin(entry_point)
+
+
+def _plugin_providing(entry_point: str | Callable[..., Env]) -> str | None:
+    """The installed env plugin whose package holds `entry_point`, for envs registered outside
+    `load_plugins` (e.g. a plugin imported first for its `agentrl.cli` subcommand)."""
+    if isinstance(entry_point, str):
+        module = entry_point.partition(":")[0]
+    else:
+        module = getattr(entry_point, "__module__", None) or ""
+    package = module.partition(".")[0]
+    for plugin in importlib.metadata.entry_points(group=PLUGIN_GROUP):
+        if plugin.module.partition(".")[0] == package:
+            return plugin.name
+    return None
 
 
 def _load_plugin(entry_point: importlib.metadata.EntryPoint) -> None:

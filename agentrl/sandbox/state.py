@@ -1,35 +1,26 @@
-"""State keys: short hex digests of what the agent can change, for `info["state_key"]` (GiGPO, SALT, ...).
+"""Workspace state keys: a short hex digest of a sandbox's files, for `info["state_key"]` (GiGPO, SALT, ...).
 
-What this is: two key functions.
-- `workspace_state_key(sandbox)`: one exec inside the sandbox (through its exec channel, ~a socket round
-  trip plus a Python start) that walks a workdir and hashes, in a fixed order, every entry's relative path,
-  its mode (file type and permission bits) and its content (regular files), link target (symlinks) or
-  nothing (directories). Entries whose name matches an ignore glob are skipped with everything under them.
-  Tracked and untracked files count alike; for a git checkout the working tree is what is hashed.
-- `text_state_key(text)`: for text observations: volatile substrings (timings, addresses, clock times, by a
-  configurable list of regexes) become a placeholder, whitespace runs collapse to one space, then a hash.
+What this is: `workspace_state_key(sandbox)`: one exec inside the sandbox (through its exec channel, a
+socket round trip plus a Python start) that walks a workdir and hashes, in a fixed order, every entry's
+relative path, its mode (file type and permission bits) and its content (regular files), link target
+(symlinks) or nothing (directories). Entries whose name matches an ignore glob are skipped with everything
+under them. Tracked and untracked files count alike; for a git checkout the working tree is what is hashed.
 
-What this is not: a snapshot (nothing is stored, two states with the same key are assumed equal) or a DOM
-digest for web envs (feed an accessibility-tree text to `text_state_key`). Not hashed, on purpose:
-modification times, owners, empty-file vs missing-file of ignored names, and — with the default ignore list —
-`.git` itself, so commits, branch switches and index refreshes that leave the working tree unchanged keep the
-key (they are noise far more often than progress). Files unreadable by the sandbox user count by path and
-mode only.
+What this is not: a snapshot (nothing is stored, two states with the same key are assumed equal) or a key
+of a text observation (that is `agentrl.env.text_state_key`, which web envs feed their page text to).
+Not hashed, on purpose: modification times, owners, empty-file vs missing-file of ignored names, and — with
+the default ignore list — `.git` itself, so commits, branch switches and index refreshes that leave the
+working tree unchanged keep the key (they are noise far more often than progress). Files unreadable by the
+sandbox user count by path and mode only.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
-from agentrl.errors import ConfigError, SandboxError
+from agentrl.errors import ConfigError, StateKeyError
 from agentrl.sandbox.base import ExecResult, Sandbox
-
-
-class StateKeyError(SandboxError):
-    """The workspace digest could not be computed (the exec failed or printed no digest)."""
 
 
 @dataclass(frozen=True)
@@ -107,49 +98,3 @@ def parse_digest(result: ExecResult, config: WorkspaceKeyConfig) -> str:
 def workspace_state_key(sandbox: Sandbox, config: WorkspaceKeyConfig = WorkspaceKeyConfig()) -> str:
     """A short hex key of everything under `config.root` in `sandbox` (see the module docstring)."""
     return parse_digest(sandbox.exec(digest_command(config), timeout=config.timeout_s), config)
-
-
-@lru_cache(maxsize=64)
-def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    try:
-        return tuple(re.compile(pattern) for pattern in patterns)
-    except re.error as exc:
-        raise ConfigError(
-            f"a volatile-text regex does not compile ({exc}); fix TextKeyConfig.volatile"
-        ) from exc
-
-
-@dataclass(frozen=True)
-class TextKeyConfig:
-    """What `text_state_key` treats as noise.
-
-    volatile:    regexes whose matches are replaced by `placeholder` before hashing.
-    placeholder: the replacement text.
-    length:      hex characters of the returned key.
-    """
-
-    volatile: tuple[str, ...] = (
-        r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?",  # ISO timestamps
-        r"(?<![\w.])\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b",  # clock times
-        r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds?|mins?|minutes?)\b",  # durations
-        r"\b0x[0-9a-fA-F]+\b",  # memory addresses
-    )
-    placeholder: str = "#"
-    length: int = 16
-
-    def __post_init__(self) -> None:
-        if not 8 <= self.length <= 64:
-            raise ConfigError(f"state key length must be between 8 and 64 hex characters, got {self.length}")
-        _compiled(self.volatile)
-
-
-def normalise_text(text: str, config: TextKeyConfig = TextKeyConfig()) -> str:
-    """Volatile substrings -> placeholder, then whitespace runs -> one space, stripped."""
-    for pattern in _compiled(config.volatile):
-        text = pattern.sub(config.placeholder, text)
-    return " ".join(text.split())
-
-
-def text_state_key(text: str, config: TextKeyConfig = TextKeyConfig()) -> str:
-    """A short hex key of a text observation after `normalise_text`."""
-    return hashlib.sha256(normalise_text(text, config).encode("utf-8")).hexdigest()[: config.length]

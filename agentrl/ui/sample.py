@@ -18,6 +18,7 @@ import numpy as np
 
 from agentrl.credit import episodes_to_batch, estimate, split_by_episode
 from agentrl.credit.metrics import credit_metrics
+from agentrl.env.toolcall import TOOL_CALL_OPEN, render_tool_call
 from agentrl.store.repository import Store, create_run, finish_run
 from agentrl.store.writer import StoreWriter
 from agentrl.types import Action, Episode, ToolCall, Turn
@@ -26,10 +27,6 @@ SAMPLE_TASKS = (("calc-17", 12, 30), ("calc-42", 7, 8))  # (task id, a, b): "wha
 GROUP_SIZE = 3
 STEPS = 3
 ENV_ID = "agentrl/Calc-v0"
-
-
-def call_text(name: str, arguments: str) -> str:
-    return f'<tool_call>{{"name": "{name}", "arguments": {arguments}}}</tool_call>'
 
 
 def make_turn(
@@ -41,7 +38,7 @@ def make_turn(
         completion_ids=tuple(range(len(text) // 4 + 1)),
         completion_logprobs=tuple(-0.5 for _ in range(len(text) // 4 + 1)),
         text=text,
-        action=Action(text, (call,) if call else (), None if call else "no <tool_call> block"),
+        action=Action(text, (call,) if call else (), None if call else f"no {TOOL_CALL_OPEN} block"),
         observation=observation,
         reward=reward,
         invalid=call is None,
@@ -68,7 +65,7 @@ def sample_episode(step: int, task: tuple[str, int, int], member: int, split: st
     code = f"print({a} + {b})" if good_code else f"print({a} * {b})"
     value = a + b if good_code else a * b
     turns = [
-        make_turn(0, "Let me compute it.\n" + call_text("python", f'{{"code": "{code}"}}'),
+        make_turn(0, "Let me compute it.\n" + render_tool_call("python", {"code": code}),
                   ToolCall("python", {"code": code}), f"{value}\n", 0.0, f"{task_id}:ran:{value}"),
     ]  # fmt: skip
     if split == "train" and member == 1 and step == 1:
@@ -77,7 +74,7 @@ def sample_episode(step: int, task: tuple[str, int, int], member: int, split: st
                                f"{task_id}:ran:{value}"))  # fmt: skip
     correct = value == a + b
     turns.append(
-        make_turn(len(turns), call_text("submit", f'{{"answer": "{value}"}}'),
+        make_turn(len(turns), render_tool_call("submit", {"answer": str(value)}),
                   ToolCall("submit", {"answer": str(value)}), "correct" if correct else f"wrong: {value}",
                   1.0 if correct else 0.0, f"{task_id}:submitted:{value}"),
     )  # fmt: skip

@@ -156,9 +156,7 @@ def test_the_sampler_mismatch_is_measured_on_the_sampling_weights() -> None:
     model = tiny_model()
     shifted = dataclasses.replace(sample, old_logprobs=sample.old_logprobs - 0.1 * sample.loss_mask)
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
-    off = ppo_update(
-        model, optimizer, scheduler, [shifted], PAD_ID, LossConfig(), UpdateConfig(ppo_epochs=2)
-    )
+    off = ppo_update(model, optimizer, scheduler, [shifted], PAD_ID, LossConfig(), UpdateConfig(ppo_epochs=2))
     assert off["sampler_abs_log_ratio"] == pytest.approx(
         0.1, abs=1e-3
     )  # a sampler 0.1 nats below the trainer

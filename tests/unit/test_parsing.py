@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentrl.agent.parsing import format_tool_call, parse_turn
+from agentrl.agent.parsing import CLOSE_TAG, OPEN_TAG, format_tool_call, parse_turn
+from agentrl.env import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, render_tool_call
 from agentrl.types import Action, ToolCall
 
 
@@ -103,3 +104,11 @@ def test_format_then_parse_round_trips(call: ToolCall) -> None:
     text = format_tool_call(call)
     assert text.startswith("<tool_call>") and text.endswith("</tool_call>")
     assert parse_turn(text) == Action(text, (call,), None)
+    inline = render_tool_call(call.name, call.arguments)
+    assert parse_turn(inline) == Action(inline, (call,), None)
+
+
+def test_the_parser_and_the_env_renderer_share_one_format() -> None:
+    assert (OPEN_TAG, CLOSE_TAG) == (TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
+    call = ToolCall("search", {"query": "café"})
+    assert format_tool_call(call) == render_tool_call(call.name, call.arguments, multiline=True)

@@ -45,8 +45,7 @@ def test_collate_right_pads() -> None:
     short = episode_to_sample(EPISODE, [1.0, 1.0], max_length=4)
     batch = collate([short, long], pad_id=99)
     assert {name: tuple(t.shape) for name, t in batch.items()} == {
-        name: (2, 8)
-        for name in ("input_ids", "attention_mask", "loss_mask", "old_logprobs", "advantages")
+        name: (2, 8) for name in ("input_ids", "attention_mask", "loss_mask", "old_logprobs", "advantages")
     }
     assert batch["input_ids"][0].tolist() == [1, 2, 3, 10, 99, 99, 99, 99]
     assert batch["attention_mask"][0].tolist() == [1, 1, 1, 1, 0, 0, 0, 0]

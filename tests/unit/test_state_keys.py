@@ -1,5 +1,6 @@
-"""State keys: the pure text key, and the workspace digest script run on the host through a local stand-in
-for a sandbox's exec (the real sandbox is exercised in tests/integration/test_state_keys.py)."""
+"""State keys: the pure text key (`agentrl.env.state`), and the workspace digest script
+(`agentrl.sandbox.state`) run on the host through a local stand-in for a sandbox's exec (the real sandbox is
+exercised in tests/integration/test_state_keys_docker.py)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.errors import ConfigError, SandboxError
+from agentrl.env import TextKeyConfig, normalise_text, text_state_key
+from agentrl.errors import ConfigError, SandboxError, StateKeyError
 from agentrl.sandbox.base import ExecResult
-from agentrl.sandbox.state import (
-    StateKeyError,
-    TextKeyConfig,
-    WorkspaceKeyConfig,
-    normalise_text,
-    parse_digest,
-    text_state_key,
-    workspace_state_key,
-)
+from agentrl.sandbox.state import WorkspaceKeyConfig, parse_digest, workspace_state_key
 
 # --- text observations ---
 

@@ -19,18 +19,16 @@ reads them).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
-from agentrl.env.core import Env, StepResult, tool_spec
+from agentrl.env import Env, StepResult, render_tool_call, text_state_key, tool_spec
 from agentrl.errors import EnvError
 from agentrl.sandbox.base import ExecResult
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.sandbox.limits import SandboxConfig
 from agentrl.sandbox.pool import acquire_sandbox, discard_sandbox
-from agentrl.sandbox.state import text_state_key
 from agentrl.types import Action, ToolCall
 from agentrl_calc.tasks import make_task
 
@@ -52,16 +50,11 @@ SUBMIT_TOOL = tool_spec(
 )
 
 
-def tool_call_text(name: str, arguments: Mapping[str, Any]) -> str:
-    """The Hermes text of a call, as the model must write it."""
-    return f"<tool_call>{json.dumps({'name': name, 'arguments': dict(arguments)})}</tool_call>"
-
-
 FORMAT_HELP = (
     "Call exactly one tool per turn, written like this: "
-    + tool_call_text("python", {"code": "print(12 * 34)"})
+    + render_tool_call("python", {"code": "print(12 * 34)"})
     + " or "
-    + tool_call_text("submit", {"answer": "408"})
+    + render_tool_call("submit", {"answer": "408"})
 )
 
 
@@ -132,9 +125,8 @@ def _example_exchange(question: str, expression: str, value: int) -> tuple[dict[
 def few_shot_examples() -> tuple[dict[str, Any], ...]:
     """Two solved episodes. Their first operands have four digits, so neither question is in any split.
 
-    Two, not one, and ending on the assistant's submit: measured greedily on 12 held-out questions,
-    SmolLM2-135M-Instruct then opens with a correct python call 12 times; after a single example it
-    submitted at once (copying the last assistant action it saw) 12 times.
+    Two, not one, and ending on the assistant's submit: after a single example a small model copies the
+    last assistant action it saw and submits at once.
     """
     return (
         *_example_exchange("What is 4821 * 37 + 105?", "4821 * 37 + 105", 4821 * 37 + 105),
@@ -171,7 +163,6 @@ class CalcEnv(Env):
         self._sandbox: DockerSandbox | None = None
         self._task: dict[str, Any] | None = None
         self._steps = 0
-        self._done = False
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -181,7 +172,7 @@ class CalcEnv(Env):
         self._close_sandbox()  # a fresh sandbox per episode: files from the last one must not leak
         task = (options or {}).get("task")
         self._task = validate_task(task) if task is not None else self._draw_train_task()
-        self._steps, self._done = 0, False
+        self._steps = 0
         observation = question_observation(self._task["question"])
         return observation, {
             "state_key": state_key(self._task["id"], observation),
@@ -189,11 +180,11 @@ class CalcEnv(Env):
         }
 
     def step(self, action: Action) -> StepResult:
-        task = self._require_running()
+        task = self._task
+        assert task is not None  # Env's guard: step() runs only after a successful reset()
         self._steps += 1
         outcome = self._dispatch(action, task)
         truncated = not outcome.terminated and self._steps >= self.max_steps
-        self._done = outcome.terminated or truncated
         info = {
             "state_key": state_key(task["id"], outcome.observation),
             "task_id": task["id"],
@@ -242,13 +233,6 @@ class CalcEnv(Env):
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None:
             discard_sandbox(sandbox, self.sandbox_config, self.sandbox_labels, self.pool_size)
-
-    def _require_running(self) -> dict[str, Any]:
-        if self._task is None:
-            raise EnvError("step() before reset(); call reset(options={'task': ...}) first")
-        if self._done:
-            raise EnvError("the episode is over; call reset() to start a new one")
-        return self._task
 
     def _draw_train_task(self) -> dict[str, Any]:
         while True:

@@ -11,7 +11,7 @@ import pytest
 from agentrl_calc.env import FORMAT_HELP, CalcEnv
 
 from agentrl.env import check_env, make
-from agentrl.errors import EnvError, SandboxUnavailable
+from agentrl.errors import EnvError, EpisodeOver, SandboxUnavailable
 from agentrl.sandbox.docker import SESSION_LABEL, docker_client
 from agentrl.sandbox.limits import SandboxConfig
 from agentrl.types import Action, ToolCall
@@ -108,7 +108,7 @@ def test_only_the_first_tool_call_runs(env: CalcEnv) -> None:
 def test_the_step_budget_truncates(env: CalcEnv) -> None:
     results = [env.step(Action(text="hmm")) for _ in range(env.max_steps)]
     assert [result.truncated for result in results] == [False] * (env.max_steps - 1) + [True]
-    with pytest.raises(EnvError, match="call reset"):
+    with pytest.raises(EpisodeOver, match="call reset"):
         env.step(Action(text="hmm"))
 
 

@@ -11,8 +11,8 @@ A turn with no usable move gets an error observation naming the format, reward 0
 State key: `text_state_key` of the task id and the rendered board (agent cell and whether the key is still
 on the floor): the canonical board state, not the history, so the same cell reached by different paths is
 the same state. Observations are the board plus, at level 3, a short line when the key is taken or the door
-is locked; a wall bump shows the unchanged board. Measured on SmolLM2-135M-Instruct (24 held-out level-1
-tasks): an event line "Blocked by a wall." made the model call a tool named "blocked" in 15 of 480 turns.
+is locked; a wall bump shows the unchanged board, with no event line: a line like "Blocked by a wall." made
+SmolLM2-135M-Instruct sometimes call a tool named "blocked".
 
 What this is not: a layout generator (`agentrl_maze.levels`).
 """
@@ -23,9 +23,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agentrl.env.core import Env, StepResult, tool_spec
+from agentrl.env import Env, StepResult, text_state_key, tool_spec
 from agentrl.errors import EnvError
-from agentrl.sandbox.state import text_state_key
 from agentrl.types import Action
 from agentrl_maze.levels import (
     DIRECTIONS,
@@ -153,7 +152,6 @@ class MazeEnv(Env):
         self._board: Board | None = None
         self._state: State | None = None
         self._steps = 0
-        self._done = False
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -164,7 +162,7 @@ class MazeEnv(Env):
         self._task = validate_task(task) if task is not None else self._draw_task()
         self._board = parse_layout(self._task["layout"])
         self._state = initial_state(self._board)
-        self._steps, self._done = 0, False
+        self._steps = 0
         board_text = render(self._board, self._state)
         return first_observation(self._board, self._state), {
             "state_key": state_key(self._task["id"], board_text),
@@ -172,7 +170,8 @@ class MazeEnv(Env):
         }
 
     def step(self, action: Action) -> StepResult:
-        task, board, state = self._require_running()
+        task, board, state = self._task, self._board, self._state
+        assert task is not None and board is not None and state is not None  # Env's guard: reset() ran
         self._steps += 1
         direction, problem = parse_direction(action)
         if direction is None:
@@ -187,7 +186,6 @@ class MazeEnv(Env):
             terminated = event == "goal"
             reward = 1.0 if terminated else 0.0
         truncated = not terminated and self._steps >= self.max_steps
-        self._done = terminated or truncated
         info.update(
             state_key=state_key(task["id"], render(board, state)),
             task_id=task["id"],
@@ -195,13 +193,6 @@ class MazeEnv(Env):
             steps=self._steps,
         )
         return StepResult(observation, reward, terminated, truncated, info)
-
-    def _require_running(self) -> tuple[dict[str, Any], Board, State]:
-        if self._task is None or self._board is None or self._state is None:
-            raise EnvError("step() before reset(); call reset(options={'task': ...}) first")
-        if self._done:
-            raise EnvError("the episode is over; call reset() to start a new one")
-        return self._task, self._board, self._state
 
     def _draw_task(self) -> dict[str, Any]:
         """A train layout of `self.level` drawn from the env's seeded generator."""

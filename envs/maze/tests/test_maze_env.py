@@ -27,7 +27,7 @@ from agentrl_maze.levels import (
 )
 
 from agentrl.env import check_env, make
-from agentrl.errors import EnvError
+from agentrl.errors import EnvError, EpisodeOver
 from agentrl.types import Action, ToolCall
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -150,7 +150,7 @@ def test_episodes_are_truncated_after_max_steps() -> None:
     env = MazeEnv(max_steps=3)
     results = play(env, OPEN, ["up", "up", "up"])
     assert results[-1].truncated and not results[-1].terminated
-    with pytest.raises(EnvError, match="episode is over"):
+    with pytest.raises(EpisodeOver, match="episode is over"):
         env.step(go("up"))
     with pytest.raises(EnvError, match="before reset"):
         MazeEnv().step(go("up"))

@@ -23,7 +23,7 @@ from typing import Any
 
 # Pure-library modules with no import-time side effects (no windows, sounds or network), chosen for
 # their documented public API.
-MODULES = (
+MODULES: tuple[str, ...] = tuple(
     "abc argparse array ast base64 binascii bisect bz2 calendar cmath codecs collections colorsys "
     "concurrent.futures configparser contextlib copy csv dataclasses datetime decimal difflib dis email "
     "enum filecmp fnmatch fractions ftplib functools getopt gettext glob graphlib gzip hashlib heapq hmac "
@@ -33,8 +33,8 @@ MODULES = (
     "sched secrets selectors shelve shlex shutil signal smtplib socket sqlite3 ssl statistics string "
     "stringprep struct subprocess symtable sysconfig tabnanny tarfile tempfile textwrap threading time "
     "timeit tokenize tomllib trace traceback types typing unicodedata urllib.parse urllib.request uuid "
-    "warnings wave weakref xml.dom.minidom xml.etree.ElementTree zipfile zipimport zlib zoneinfo"
-).split()
+    "warnings wave weakref xml.dom.minidom xml.etree.ElementTree zipfile zipimport zlib zoneinfo".split()
+)
 MAX_WORDS = 90
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")

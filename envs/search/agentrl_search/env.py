@@ -28,10 +28,9 @@ import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from agentrl.env.core import Env, StepResult
+from agentrl.env import Env, StepResult, text_state_key
 from agentrl.errors import ConfigError, EnvError
 from agentrl.sandbox.limits import SandboxConfig
-from agentrl.sandbox.state import text_state_key
 from agentrl.types import Action
 from agentrl_search.formats import (
     FORMATS,
@@ -126,7 +125,6 @@ class SearchEnv(Env):
         self._leased: SandboxRetriever | None = None
         self._seen: frozenset[str] = frozenset()
         self._steps = 0
-        self._done = False
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -138,19 +136,19 @@ class SearchEnv(Env):
             tasks = builtin_train_tasks()
             task = tasks[int(self.np_random.integers(len(tasks)))]
         self._task = validate_task(task)
-        self._seen, self._steps, self._done = frozenset(), 0, False
+        self._seen, self._steps = frozenset(), 0
         return question_observation(self._task["question"], self.format), {
             "state_key": state_key(self._task["id"], self._seen, None),
             "task_id": self._task["id"],
         }
 
     def step(self, action: Action) -> StepResult:
-        task = self._require_running()
+        task = self._task
+        assert task is not None  # Env's guard: step() runs only after a successful reset()
         self._steps += 1
         move = parse_move(action, self.format)
         outcome = self._dispatch(move, task)
         truncated = not outcome.terminated and self._steps >= self.max_steps
-        self._done = outcome.terminated or truncated
         answer = move.text if move.kind == "answer" else None
         info = {
             "state_key": state_key(task["id"], self._seen, answer),
@@ -190,10 +188,3 @@ class SearchEnv(Env):
             )
         message = f"Error: {move.text}. {format_help(self.format)}"
         return _Outcome(message, -self.format_penalty, False, {"error": move.text})
-
-    def _require_running(self) -> dict[str, Any]:
-        if self._task is None:
-            raise EnvError("step() before reset(); call reset(options={'task': ...}) first")
-        if self._done:
-            raise EnvError("the episode is over; call reset() to start a new one")
-        return self._task

@@ -14,13 +14,12 @@ before the env sees it) or the scoring of answers (`agentrl_search.scoring`).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentrl.env.core import tool_spec
+from agentrl.env import render_tool_call, tool_spec
 from agentrl.types import Action
 
 Format = Literal["tags", "tools"]
@@ -43,8 +42,10 @@ ANSWER_TOOL = tool_spec(
 TOOLS = (SEARCH_TOOL, ANSWER_TOOL)
 TAGS_HELP = "Write <search>keywords</search> to search, or <answer>a few words</answer> to answer."
 TOOLS_HELP = (
-    'Call exactly one tool per turn, e.g. <tool_call>{"name": "search", "arguments": {"query": "keywords"}}'
-    '</tool_call> or <tool_call>{"name": "answer", "arguments": {"text": "a few words"}}</tool_call>'
+    "Call exactly one tool per turn, e.g. "
+    + render_tool_call("search", {"query": "keywords"})
+    + " or "
+    + render_tool_call("answer", {"text": "a few words"})
 )
 
 
@@ -178,8 +179,11 @@ def few_shot_examples(format: Format, passage_chars: int) -> tuple[dict[str, Any
 
 
 def answer_prefix(format: Format) -> str:
-    """The text before the answer in a final turn: IGPO's `credit.answer.answer_format.prefix`."""
+    """The text before the answer in a final turn: IGPO's `credit.answer.answer_format.prefix`.
+
+    For tool calls that is how the runner's prompts write a call (multiline), cut inside the empty answer.
+    """
     if format == "tags":
         return "<answer>"
-    opening = json.dumps({"name": "answer", "arguments": {"text": ""}})
-    return "<tool_call>\n" + opening[: opening.rindex('""') + 1]
+    call = render_tool_call("answer", {"text": ""}, multiline=True)
+    return call[: call.rindex('""') + 1]

@@ -12,8 +12,8 @@ concurrent episodes.
 Why one container for all episodes rather than one per episode (as the calc env's python tool has): the
 retriever holds no per-episode state and the agent never runs code in it — its query is data, passed as
 JSON on stdin — so a fresh container per episode would isolate nothing, while each would load numpy,
-bm25s and the index again (hundreds of ms of CPU and tens of MB per episode on a 2-core machine). Queries
-from concurrent episodes are serialised by the exec channel's lock; one query costs milliseconds.
+bm25s and the index again, a start-up cost paid per episode instead of per process. Queries from concurrent
+episodes are serialised by the exec channel's lock.
 
 Why the index is baked in rather than copied in at reset: copying it per container costs its size in
 channel traffic each time, and a corpus the size of Wikipedia does not fit the sandbox's tmpfs at all.

@@ -22,7 +22,7 @@ from agentrl.agent.parsing import parse_turn
 from agentrl.agent.rollout import is_invalid
 from agentrl.config import load_config
 from agentrl.env import check_env, make
-from agentrl.errors import ConfigError, EnvError
+from agentrl.errors import ConfigError, EnvError, EpisodeOver
 from agentrl.types import Action, ToolCall
 
 TASK = {
@@ -205,7 +205,7 @@ def test_the_step_budget_truncates() -> None:
     env = started(max_steps=3)
     results = [env.step(Action(text="hmm")) for _ in range(3)]
     assert [r.truncated for r in results] == [False, False, True]
-    with pytest.raises(EnvError, match="call reset"):
+    with pytest.raises(EpisodeOver, match="call reset"):
         env.step(Action(text="hmm"))
 
 

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from agentrl.env.core import Env, StepResult
+from agentrl.env import Env, StepResult
 from agentrl.errors import EnvError
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.sandbox.limits import SandboxConfig
@@ -129,7 +129,6 @@ class SWEBenchEnv(Env):
         self._instance: Instance | None = None
         self._base_commit = ""
         self._steps = 0
-        self._done = False
 
     # --- the Env API ---
 
@@ -141,7 +140,7 @@ class SWEBenchEnv(Env):
         self._close_sandbox()
         task = (options or {}).get("task")
         record = validate_record(task if task is not None else self._draw_train_record())
-        self._record, self._steps, self._done = record, 0, False
+        self._record, self._steps = record, 0
         self._instance = instance_of(record, self.source, self.sandbox_config, self.test_timeout_s)
         self._sandbox = self._acquire(self._instance)
         self._base_commit = self._instance.tests.base_tree(self._sandbox, record, for_agent=True)
@@ -156,7 +155,8 @@ class SWEBenchEnv(Env):
         return observation, {"state_key": self._state_key(), "task_id": record["id"]}
 
     def step(self, action: Action) -> StepResult:
-        record = self._require_running()
+        record = self._record
+        assert record is not None  # Env's guard: step() runs only after a successful reset()
         self._steps += 1
         outcome = self._dispatch(action)
         truncated = not outcome.submitted and self._steps >= self.max_steps
@@ -166,7 +166,6 @@ class SWEBenchEnv(Env):
             result = self._finish(record)
             reward = self._reward(result)
             info.update(resolved=result.resolved, report=result.report, grading_seconds=result.seconds)
-        self._done = outcome.submitted or truncated
         return StepResult(outcome.observation, reward, outcome.submitted, truncated, info)
 
     def close(self) -> None:
@@ -269,13 +268,6 @@ class SWEBenchEnv(Env):
         if self._instance is None:
             raise EnvError("no episode; call reset() first")
         return self._instance
-
-    def _require_running(self) -> dict[str, Any]:
-        if self._record is None:
-            raise EnvError("step() before reset(); call reset(options={'task': ...}) first")
-        if self._done:
-            raise EnvError("the episode is over; call reset() to start a new one")
-        return self._record
 
     def _draw_train_record(self) -> Mapping[str, Any]:
         records = load_tasks(self.tasks_dir, self.suite, "train")

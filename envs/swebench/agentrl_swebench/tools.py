@@ -10,11 +10,7 @@ What this is not: the env loop (`agentrl_swebench.env`) or a sandbox.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from typing import Any
-
-from agentrl.env.core import tool_spec
+from agentrl.env import render_tool_call, tool_spec
 from agentrl.sandbox.base import ExecResult, truncate_output
 
 BASH_TOOL = tool_spec(
@@ -96,16 +92,11 @@ for number in range(max(1, line - 3), min(len(lines), line + new.count("\n") + 3
 """
 
 
-def tool_call_text(name: str, arguments: Mapping[str, Any]) -> str:
-    """The Hermes text of a call, as the model must write it."""
-    return f"<tool_call>{json.dumps({'name': name, 'arguments': dict(arguments)})}</tool_call>"
-
-
 FORMAT_HELP = (
     "Call exactly one tool per turn, written like this: "
-    + tool_call_text("bash", {"command": "grep -rn 'def camelize' ."})
+    + render_tool_call("bash", {"command": "grep -rn 'def camelize' ."})
     + " and, when the failing tests pass, "
-    + tool_call_text("submit", {})
+    + render_tool_call("submit", {})
 )
 
 

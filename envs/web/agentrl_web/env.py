@@ -25,16 +25,14 @@ Sandbox or driver failures raise (`SandboxError`, `EnvError`); they are never a 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from agentrl.env.core import Env, StepResult, tool_spec
+from agentrl.env import Env, StepResult, render_tool_call, text_state_key, tool_spec
 from agentrl.errors import EnvError
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.sandbox.limits import SandboxConfig
 from agentrl.sandbox.pool import acquire_sandbox, discard_sandbox
-from agentrl.sandbox.state import text_state_key
 from agentrl.types import Action, ToolCall
 from agentrl_web import shop
 from agentrl_web.browser import BrowserSession, web_sandbox_config
@@ -67,12 +65,7 @@ ARGUMENTS = {
     "select": ("element_id", "option"),
     "stop": (),
 }
-FORMAT_HELP = (
-    "Call exactly one tool per turn, e.g. "
-    + "<tool_call>"
-    + json.dumps({"name": "click", "arguments": {"element_id": 3}})
-    + "</tool_call>"
-)
+FORMAT_HELP = "Call exactly one tool per turn, e.g. " + render_tool_call("click", {"element_id": 3})
 
 
 MINIWOB_HEADER = "Do what the first line of the page asks, using the tools. The page:"
@@ -201,7 +194,6 @@ class WebEnv(Env):
         self._browser: BrowserSession | None = None
         self._task: dict[str, Any] | None = None
         self._steps = 0
-        self._done = False
 
     env_id = "agentrl/Web-v0"
     family = ""
@@ -213,7 +205,7 @@ class WebEnv(Env):
         self._close_sandbox()
         task = (options or {}).get("task")
         self._task = self.validate_task(task) if task is not None else draw_task(self.family, self.np_random)
-        self._steps, self._done = 0, False
+        self._steps = 0
         self._sandbox = acquire_sandbox(
             self.sandbox_config, self.sandbox_labels, self.pool_size, self._task["id"]
         )
@@ -226,11 +218,11 @@ class WebEnv(Env):
         return observation, self._info(observation, reply)
 
     def step(self, action: Action) -> StepResult:
-        task = self._require_running()
+        task = self._task
+        assert task is not None  # Env's guard: step() runs only after a successful reset()
         self._steps += 1
         outcome = self._dispatch(action, task)
         truncated = not outcome.terminated and self._steps >= self.max_steps
-        self._done = outcome.terminated or truncated
         info = {**self._info(outcome.observation, self._last), "invalid": False, **outcome.info}
         return StepResult(outcome.observation, outcome.reward, outcome.terminated, truncated, info)
 
@@ -291,13 +283,6 @@ class WebEnv(Env):
         sandbox, self._sandbox, self._browser = self._sandbox, None, None
         if sandbox is not None:
             discard_sandbox(sandbox, self.sandbox_config, self.sandbox_labels, self.pool_size)
-
-    def _require_running(self) -> dict[str, Any]:
-        if self._task is None:
-            raise EnvError("step() before reset(); call reset(options={'task': ...}) first")
-        if self._done:
-            raise EnvError("the episode is over; call reset() to start a new one")
-        return self._task
 
 
 def _require(task: Any, fields: Mapping[str, type], suite: str) -> dict[str, Any]:

@@ -1,12 +1,15 @@
 """`agentrl swebench validate|export`: check a SWE-bench task set, or make one from an official dataset.
 
-What this is: argument parsing and output for the `agentrl-env-swebench` plugin. `validate`
+What this is: the plugin's `agentrl` subcommand, registered under the `agentrl.cli` entry-point group (see
+this package's pyproject.toml); `agentrl` calls `add_parser` when it builds its command line. `validate`
 (`agentrl_swebench.validate`) prints one JSON object {n_instances, gold_resolved, empty_resolved, seconds}
 and exits 1 unless every gold patch resolves and no empty patch does (the failing ids go to stderr);
 `--images official` grades in the official instance images. `export NAME --suite SUITE`
 (`agentrl_swebench.dataset`) reads a dataset (a hub id through `datasets`, or a local copy) and writes
 `tasks/SUITE/` for `tasks.suite=SUITE` with `env.kwargs.images=official`; it prints the manifest.
+
 What this is not: the validator or loader themselves, or the image build (`scripts/build_swebench_images.sh`).
+They are imported when a subcommand runs, so `agentrl --help` stays quick.
 """
 
 from __future__ import annotations
@@ -55,13 +58,9 @@ def select(records: list[Any], instances: list[str] | None) -> list[Any]:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    try:
-        from agentrl_swebench.sources import ImageSource
-        from agentrl_swebench.validate import ValidateConfig, validate_instances
-    except ImportError as exc:
-        raise ConfigError(
-            f"the swebench env plugin is not installed ({exc}); pip install -e envs/swebench"
-        ) from exc
+    from agentrl_swebench.sources import ImageSource
+    from agentrl_swebench.validate import ValidateConfig, validate_instances
+
     records = [
         r for split in args.splits.split(",") if split for r in load_tasks(args.tasks_dir, args.suite, split)
     ]
@@ -80,12 +79,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    try:
-        from agentrl_swebench.dataset import export_suite, load_official, normalise
-    except ImportError as exc:
-        raise ConfigError(
-            f"the swebench env plugin is not installed ({exc}); pip install -e envs/swebench"
-        ) from exc
+    from agentrl_swebench.dataset import export_suite, load_official, normalise
+
     rows = select(load_official(args.dataset, args.split), args.instances)
     records = [normalise(row) for row in rows]
     manifest = export_suite(records, args.tasks_dir, args.suite, source=args.dataset, split=args.split)

@@ -1,10 +1,14 @@
 """`agentrl search index --corpus FILE.jsonl --out DIR`: build a BM25 index for the search env.
 
-What this is: argument parsing and output for the `agentrl-env-search` plugin's indexer
-(`agentrl_search.retriever.build_index`): reads `{"id", "title", "text"}` lines, writes a bm25s index plus
-the passages to DIR, and prints one JSON object {passages, bm25s_version, stopwords, seconds}.
-What this is not: the indexer itself, or the sandbox image that serves an index
-(`SEARCH_CORPUS=FILE.jsonl bash sandboxes/search/build.sh` bakes a corpus's index into it).
+What this is: the plugin's `agentrl` subcommand, registered under the `agentrl.cli` entry-point group (see
+this package's pyproject.toml); `agentrl` calls `add_parser` when it builds its command line. `index` runs
+the indexer (`agentrl_search.retriever.build_index`): it reads `{"id", "title", "text"}` lines, writes a
+bm25s index plus the passages to DIR, and prints one JSON object {passages, bm25s_version, stopwords,
+seconds}.
+
+What this is not: the indexer itself (imported when the subcommand runs, so `agentrl --help` stays quick),
+or the sandbox image that serves an index (`SEARCH_CORPUS=FILE.jsonl bash sandboxes/search/build.sh` bakes a
+corpus's index into it).
 """
 
 from __future__ import annotations
@@ -27,12 +31,8 @@ def add_parser(commands: Any) -> None:
 
 
 def run_index(args: argparse.Namespace) -> int:
-    try:
-        from agentrl_search.retriever import build_index, read_corpus
-    except ImportError as exc:
-        raise ConfigError(
-            f"the search env plugin is not installed ({exc}); pip install -e envs/search"
-        ) from exc
+    from agentrl_search.retriever import build_index, read_corpus
+
     if not args.corpus.is_file():
         raise ConfigError(f"corpus file {args.corpus} not found; give a JSONL file of id/title/text lines")
     try:
