@@ -324,3 +324,29 @@ def test_non_llama_models_are_refused_and_make_engine_falls_back_to_hf() -> None
         CachedEngine(gpt2, tokenizer)
     assert isinstance(make_engine(gpt2, tokenizer), HFEngine)
     assert isinstance(make_engine(tiny_llama(), tokenizer), CachedEngine)
+
+
+def test_an_update_by_fused_adamw_reaches_the_compute_copy_through_load_weights() -> None:
+    # fused AdamW writes parameters without bumping their version counters, so the engine must be told
+    model = tiny_llama()
+    engine = CachedEngine(model, byte_tokenizer(), CachedEngineConfig(precision="float32"))
+    before = engine.scheduler.weights.lm_head.clone()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
+    model(input_ids=torch.tensor([[1, 2, 3, 4]]), labels=torch.tensor([[1, 2, 3, 4]])).loss.backward()
+    optimizer.step()
+    engine.load_weights(None)
+    assert not torch.equal(engine.scheduler.weights.lm_head, before)
+    assert torch.equal(engine.scheduler.weights.lm_head, model.lm_head.weight.detach())
+
+
+def test_dithered_bf16_rounding_is_unbiased_and_keeps_its_thresholds() -> None:
+    values = torch.full((200_000,), 1.0 + 2**-10)  # a quarter of a bf16 ulp above 1.0
+    rounded = kernels.round_bf16(values, threshold_seed=7).float()
+    assert set(rounded.unique().tolist()) == {1.0, 1.0 + 2**-7}
+    assert rounded.double().mean().item() == pytest.approx(1.0 + 2**-10, abs=2e-5)
+    assert torch.equal(kernels.round_bf16(values, 7), kernels.round_bf16(values, 7))  # fixed thresholds
+    exact = torch.tensor([0.5, -3.0, 1.0 + 2**-7])
+    assert torch.equal(kernels.round_bf16(exact, 7).float(), exact)  # bf16 values stay as they are
+    # a small step moves each weight by one ulp with probability step / ulp, and never backwards
+    moved = kernels.round_bf16(values + 2**-9, 7).float() - rounded
+    assert moved.min().item() >= 0 and moved.double().mean().item() == pytest.approx(2**-9, rel=0.05)

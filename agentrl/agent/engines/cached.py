@@ -9,8 +9,10 @@ step at a time, so sequences join and leave the batch continuously and the event
 Sampling matches `HFEngine`: temperature, top-p, top-k disabled, the global torch RNG, log-probs
 log_softmax(logits / T) of the sampled ids (T = 1 for greedy), end-of-turn/eos and stop strings end a turn.
 
-Like `HFEngine`, it samples with the very module the trainer optimises (`engine.model`): an in-place weight
-update is noticed (parameter version counters), the compute copy is rebuilt and the prefix cache emptied.
+Like `HFEngine`, it samples with the very module the trainer optimises (`engine.model`), through a compute
+copy of its weights (bf16 with dithered rounding, or fp32): `load_weights` after every update (the trainer
+calls it) rebuilds that copy and empties the prefix cache. Parameter version counters are checked too, but
+they are not enough: torch's fused AdamW updates parameters without bumping them.
 
 What this is not: a GPU engine (use vLLM there) or a general model runner: non-Llama models are refused with
 `ModelError` (use `make_engine` to fall back to `HFEngine`). In bf16 (the default where the CPU multiplies
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agentrl.agent.engines import llama_kernels
-from agentrl.agent.engines.base import Completion, InProcessWeights, SamplingParams
+from agentrl.agent.engines.base import Completion, InProcessWeights, SamplingParams, Weights
 from agentrl.agent.engines.hf import HFEngine, HFEngineConfig
 from agentrl.agent.engines.request_loop import Request, RequestLoop
 from agentrl.agent.engines.scheduler import BatchScheduler, CachedEngineConfig, SchedulerStats
@@ -52,6 +54,11 @@ class CachedEngine(InProcessWeights):
         self.stop_ids = end_of_turn_ids(tokenizer)
         self.scheduler = BatchScheduler(model, tokenizer, self.stop_ids, self.config)
         self._requests = RequestLoop(self._run, "cached-engine-scheduler", on_restart=self.scheduler.reset)
+
+    def load_weights(self, weights: Weights | None) -> None:
+        """New weights (or the module updated in place): the compute copy is rebuilt before the next step."""
+        super().load_weights(weights)
+        self.scheduler.invalidate_weights()
 
     @property
     def stats(self) -> SchedulerStats:

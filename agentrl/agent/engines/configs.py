@@ -15,6 +15,7 @@ from typing import Literal
 from agentrl.errors import ConfigError
 
 Precision = Literal["auto", "bfloat16", "float32"]
+Rounding = Literal["dither", "nearest"]
 SLEEP_LEVELS = (0, 1, 2)
 
 
@@ -41,6 +42,11 @@ class CachedEngineConfig:
     max_batch:         sequences decoded together; more requests wait for a free row
     max_cached_tokens: token budget of the prefix cache (KV of past turns and shared prefixes), LRU-evicted
     precision:         auto (bf16 when the CPU has native bf16 matmuls, else fp32) | bfloat16 | float32
+    rounding:          how the fp32 weights become the bf16 compute copy after each update: "dither"
+                       (stochastic rounding against a fixed random threshold per weight: the copy moves by
+                       the update in expectation, so small learning-rate steps reach the sampler; see
+                       `llama_kernels.round_bf16`) or "nearest" (round to nearest, which hides steps smaller
+                       than half a bf16 ulp: most weights at lr 1e-5)
     min_shared_prefix: requests admitted together share their common prefix once it is this long
     max_prefill_waste: padded prefill tokens allowed per real token when suffixes of different lengths are
                        prefilled in one batch (more waste splits the batch)
@@ -50,9 +56,18 @@ class CachedEngineConfig:
     max_batch: int = 32
     max_cached_tokens: int = 32_768
     precision: Precision = "auto"
+    rounding: Rounding = "dither"
     min_shared_prefix: int = 16
     max_prefill_waste: float = 0.5
     max_wait_s: float = 0.005
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("auto", "bfloat16", "float32"):
+            raise ConfigError(
+                f"engine.cached.precision {self.precision!r} is unknown; use auto, bfloat16 or float32"
+            )
+        if self.rounding not in ("dither", "nearest"):
+            raise ConfigError(f"engine.cached.rounding {self.rounding!r} is unknown; use dither or nearest")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ is no dropout (sampling never trains), no sliding window and no paged memory.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from agentrl.agent.engines.configs import Rounding
 from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ModelError
 
@@ -65,27 +66,33 @@ class LlamaWeights:
     dtype: torch.dtype
 
     @staticmethod
-    def from_model(model: Any, dtype: torch.dtype, pack: bool | None = None) -> LlamaWeights:
+    def from_model(
+        model: Any, dtype: torch.dtype, pack: bool | None = None, rounding: Rounding = "nearest"
+    ) -> LlamaWeights:
         """The weights of a `LlamaForCausalLM`, copied into fused `dtype` tensors (no autograd).
 
         pack: prepack the matmul weights for oneDNN (`pack_weight`); None packs where it pays (bf16 on a CPU
-        with native bf16). Packed tensors are opaque: only `linear` reads them."""
+        with native bf16). Packed tensors are opaque: only `linear` reads them.
+        rounding: how fp32 becomes bf16: "nearest", or "dither" (`round_bf16`, each tensor with the same
+        thresholds at every call, so rebuilding after an update moves the copy by the update in expectation).
+        """
         check_supported(model)
         config = model.config
         inner = model.model  # type: ignore[attr-defined]
         if pack is None:
             pack = dtype == torch.bfloat16 and native_cpu_bf16()
         packer = pack_weight if pack else _identity
+        cast = Caster(dtype, rounding)
         with torch.no_grad():
-            layers = tuple(_layer_weights(layer, dtype, packer) for layer in inner.layers)
+            layers = tuple(_layer_weights(layer, cast, packer) for layer in inner.layers)
             head_dim = int(
                 getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
             )
             return LlamaWeights(
-                embed=_cast(inner.embed_tokens.weight, dtype),
+                embed=cast(inner.embed_tokens.weight),
                 layers=layers,
-                final_norm=_cast(inner.norm.weight, dtype),
-                lm_head=packer(_cast(model.lm_head.weight, dtype)),  # type: ignore[attr-defined]
+                final_norm=cast(inner.norm.weight),
+                lm_head=packer(cast(model.lm_head.weight)),  # type: ignore[attr-defined]
                 rotary=inner.rotary_emb,
                 heads=int(config.num_attention_heads),
                 kv_heads=int(config.num_key_value_heads),
@@ -164,6 +171,36 @@ def forward(
         hidden += linear(F.silu(gate) * up, layer.down)  # in place, bf16 promoted: no fp32 copy first
     last = hidden[:, 0] if steps == 1 else hidden[torch.arange(batch), logits_at]  # [B, H]
     return linear(rms_norm(last, weights.final_norm, weights.eps), weights.lm_head).float()
+
+
+def teacher_forced_logprobs(
+    weights: LlamaWeights,
+    contexts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    temperature: float,
+) -> list[list[float]]:
+    """Per row, log_softmax(logits / T) of each completion token after its context, under `weights`, computed
+    as the engine samples: the contexts prefilled (right-padded), then the completion fed one decode step at
+    a time. For measuring what the sampler's own copy of the weights says about given tokens."""
+    rows = len(contexts)
+    longest = max((len(c) for c in completions), default=0)
+    lengths = torch.tensor([len(c) for c in contexts])
+    cache = new_cache(weights, rows, int(lengths.max()) + longest + 1)
+    padded = torch.zeros(rows, int(lengths.max()), dtype=torch.long)
+    for row, context in enumerate(contexts):
+        padded[row, : len(context)] = torch.tensor(list(context))
+    out: list[list[float]] = [[] for _ in range(rows)]
+    with torch.inference_mode():
+        logits = forward(weights, padded, torch.zeros(rows, dtype=torch.long), cache, lengths - 1)
+        for step in range(longest):
+            tokens = torch.tensor([c[step] if step < len(c) else 0 for c in completions])
+            logprobs = torch.log_softmax(logits / temperature, dim=-1)
+            for row, completion in enumerate(completions):
+                if step < len(completion):
+                    out[row].append(float(logprobs[row, tokens[row]]))
+            at_first = torch.zeros(rows, dtype=torch.long)
+            logits = forward(weights, tokens[:, None], lengths + step, cache, at_first)
+    return out
 
 
 def linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -316,21 +353,53 @@ def _identity(weight: torch.Tensor) -> torch.Tensor:
     return weight
 
 
-def _layer_weights(layer: Any, dtype: torch.dtype, packer: Callable[[torch.Tensor], torch.Tensor]):
+def _layer_weights(layer: Any, cast: Caster, packer: Callable[[torch.Tensor], torch.Tensor]):
     attention, mlp = layer.self_attn, layer.mlp
     projections = (attention.q_proj, attention.k_proj, attention.v_proj)
     biases = [projection.bias for projection in projections]
     return LayerWeights(
-        input_norm=_cast(layer.input_layernorm.weight, dtype),
-        qkv=packer(torch.cat([_cast(projection.weight, dtype) for projection in projections])),
-        qkv_bias=None if biases[0] is None else torch.cat([_cast(b, dtype) for b in biases]),
-        o_proj=packer(_cast(attention.o_proj.weight, dtype)),
-        o_bias=None if attention.o_proj.bias is None else _cast(attention.o_proj.bias, dtype),
-        post_norm=_cast(layer.post_attention_layernorm.weight, dtype),
-        gate_up=packer(torch.cat([_cast(mlp.gate_proj.weight, dtype), _cast(mlp.up_proj.weight, dtype)])),
-        down=packer(_cast(mlp.down_proj.weight, dtype)),
+        input_norm=cast(layer.input_layernorm.weight),
+        qkv=packer(torch.cat([cast(projection.weight) for projection in projections])),
+        qkv_bias=None if biases[0] is None else torch.cat([cast(b) for b in biases]),
+        o_proj=packer(cast(attention.o_proj.weight)),
+        o_bias=None if attention.o_proj.bias is None else cast(attention.o_proj.bias),
+        post_norm=cast(layer.post_attention_layernorm.weight),
+        gate_up=packer(torch.cat([cast(mlp.gate_proj.weight), cast(mlp.up_proj.weight)])),
+        down=packer(cast(mlp.down_proj.weight)),
     )
 
 
-def _cast(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return tensor.detach().to(device="cpu", dtype=dtype).contiguous()
+DITHER_SEED = 0x5EED
+"""The base seed of the dither thresholds; tensor n of a model (in `from_model`'s order) uses seed + n."""
+
+
+class Caster:
+    """Copies a model's tensors into the compute dtype, one after the other in a fixed order, so that with
+    "dither" rounding the n-th tensor always gets the thresholds of seed `DITHER_SEED + n`."""
+
+    def __init__(self, dtype: torch.dtype, rounding: Rounding) -> None:
+        self.dtype, self.rounding, self.count = dtype, rounding, 0
+
+    def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
+        self.count += 1
+        if self.dtype == torch.bfloat16 and self.rounding == "dither":
+            return round_bf16(tensor, DITHER_SEED + self.count)
+        return tensor.detach().to(device="cpu", dtype=self.dtype).contiguous()
+
+
+def round_bf16(tensor: torch.Tensor, threshold_seed: int) -> torch.Tensor:
+    """[...] fp32 -> bf16 by stochastic rounding against a fixed pseudo-random threshold per element.
+
+    bf16 keeps the top 16 bits of an fp32 value. Each element gets a threshold r, uniform in [0, 2^16) and
+    drawn by a generator seeded with `threshold_seed`; adding r to the fp32 bits and dropping the low 16
+    rounds the magnitude up exactly when the dropped bits plus r carry into bit 16. Over the draw of r this
+    is unbiased (E[round(x)] = x). Because r is the same at every call (same seed, same element), a weight's
+    bf16 value changes only when its fp32 master crosses its own threshold: a step d on a weight whose bf16
+    ulp is u flips it by one ulp with probability |d| / u, so across many weights the copy moves by the
+    update in expectation, where round-to-nearest drops every step smaller than u / 2.
+    """
+    source = tensor.detach().to(device="cpu", dtype=torch.float32).contiguous()
+    generator = torch.Generator().manual_seed(threshold_seed)
+    threshold = torch.randint(0, 1 << 16, source.shape, generator=generator, dtype=torch.int32)
+    bits = (source.view(torch.int32) + threshold) & -65536  # -65536 == 0xFFFF0000 as int32
+    return bits.view(torch.float32).to(torch.bfloat16)

@@ -95,13 +95,22 @@ class BatchScheduler:
     def busy(self) -> bool:
         return bool(self._running or self._waiting)
 
+    def invalidate_weights(self) -> None:
+        """The model's weights changed: rebuild the compute copy (and empty the prefix cache) at next use.
+        Needed because an in-place update need not bump the parameters' version counters: torch's fused
+        AdamW (`_fused_adamw_`) writes them without, so the version check alone missed every update."""
+        self._weights = None
+
     @property
     def weights(self) -> kernels.LlamaWeights:
-        """The compute copy of the model's weights, rebuilt (and the prefix cache emptied) after updates."""
+        """The compute copy of the model's weights, rebuilt (and the prefix cache emptied) after updates:
+        when `invalidate_weights` was called, or when the parameters' version counters moved."""
         version = weights_version(self.model)
         if self._weights is None or version != self._weights_version:
             with torch.inference_mode():
-                self._weights = kernels.LlamaWeights.from_model(self.model, self.dtype)
+                self._weights = kernels.LlamaWeights.from_model(
+                    self.model, self.dtype, rounding=self.config.rounding
+                )
             self._weights_version = version
             self.prefix_cache.clear()
         return self._weights
