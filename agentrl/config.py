@@ -27,6 +27,7 @@ from agentrl.credit.answer import AnswerProbConfig
 from agentrl.errors import ConfigError
 from agentrl.models import ModelConfig
 from agentrl.store.wandb_sink import MetricsConfig
+from agentrl.tasks import SAMPLERS, AdaptiveConfig, FilterConfig
 from agentrl.trainer.losses import LossConfig
 from agentrl.trainer.update import OptimConfig, UpdateConfig
 from agentrl.typed import build
@@ -44,12 +45,25 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class TasksConfig:
-    """Where task records come from: `tasks/<suite>/<split>.jsonl`."""
+    """Where task records come from (`tasks/<suite>/<split>.jsonl`), and how each step's tasks are drawn.
+
+    sampler: "uniform" (`train.tasks_per_step` distinct tasks, a pure function of (train.seed, step)),
+             "filtered" (uniform, then groups whose returns are all equal are dropped and replaced by extra
+             groups: `filter`), or "adaptive" (tasks drawn for their expected signal p(1-p) under a
+             per-task Beta posterior of success: `adaptive`). See `agentrl/trainer/task_sampling.py`.
+    """
 
     suite: str = ""
     root: str = "tasks"
     train_split: str = "train"
     eval_split: str = "heldout"
+    sampler: str = "uniform"
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ConfigError(f"tasks.sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
 
 
 @dataclass(frozen=True)
@@ -214,6 +228,12 @@ class RunConfig:
     def __post_init__(self) -> None:
         from agentrl.credit import entry  # numpy only
 
+        if self.trainer.async_mode and self.tasks.sampler != "uniform":
+            raise ConfigError(
+                f"tasks.sampler={self.tasks.sampler} runs only in sync mode: the async loop keeps groups in "
+                "flight across updates and draws its tasks uniformly; set tasks.sampler=uniform or "
+                "trainer.async_mode=false"
+            )
         needs = entry(self.credit.estimator).needs
         if self.trainer.async_mode and needs:
             raise ConfigError(

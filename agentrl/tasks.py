@@ -1,14 +1,20 @@
-"""Task records from `tasks/<suite>/<split>.jsonl`, and the sampler that draws them for training steps.
+"""Task records from `tasks/<suite>/<split>.jsonl`, the uniform draw of a training step's tasks, and the
+typed options of the task samplers.
 
-What this is: reading JSONL task files (one JSON object per line, each with a unique "id") and drawing
-deterministic batches of them. What this is not: task generation (each env plugin ships its own generator
-script) or validation of a task's fields (the env validates the task it is given in `reset`).
+What this is: reading JSONL task files (one JSON object per line, each with a unique "id"), drawing
+deterministic uniform batches of them (`sample_tasks`, the `uniform` sampler), and `FilterConfig` /
+`AdaptiveConfig`, the options of the `filtered` and `adaptive` samplers (`tasks.filter.*`,
+`tasks.adaptive.*`; they live here, next to the data they draw from, so `agentrl.config` stays light).
+What this is not: the samplers that play and select groups (`agentrl/trainer/task_sampling.py`), task
+generation (each env plugin ships its own generator script) or validation of a task's fields (the env
+validates the task it is given in `reset`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +23,51 @@ import numpy as np
 from agentrl.errors import ConfigError
 
 Task = Mapping[str, Any]
+
+SAMPLERS = ("uniform", "filtered", "adaptive")
+"""The values of `tasks.sampler` (see `agentrl/trainer/task_sampling.py`)."""
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """`tasks.sampler=filtered` (DAPO's dynamic sampling): groups whose returns are all equal are dropped and
+    extra groups are played, in rounds, until `train.tasks_per_step` informative groups are kept.
+
+    budget: at most floor(budget x tasks_per_step) extra groups per step (0: never play more than uniform
+            would; the step then trains on uniform's groups). When the budget is spent, the step is filled
+            with the earliest dropped groups (reason "filler").
+    """
+
+    budget: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.budget < 0:
+            raise ValueError(
+                f"tasks.filter.budget must be >= 0 (extra groups per tasks_per_step), got {self.budget}"
+            )
+
+
+@dataclass(frozen=True)
+class AdaptiveConfig:
+    """`tasks.sampler=adaptive`: a Beta(alpha, beta) posterior of each task's success rate, updated from the
+    successes and failures of every group played, and tasks drawn for their expected signal p(1-p).
+
+    prior: (alpha, beta) of every task before it is played; Beta(1, 1) is uniform on the success rate.
+    exploration: the fraction of each step's slots (rounded down) given to tasks drawn uniformly at random
+            from those the posterior did not pick, so the draw never narrows to a few tasks.
+    """
+
+    prior: tuple[float, float] = (1.0, 1.0)
+    exploration: float = 0.25
+
+    def __post_init__(self) -> None:
+        valid = isinstance(self.prior, tuple) and len(self.prior) == 2
+        if not valid or not all(isinstance(x, int | float) and x > 0 for x in self.prior):
+            raise ValueError(
+                f"tasks.adaptive.prior must be two positive numbers [alpha, beta], got {self.prior!r}"
+            )
+        if not 0.0 <= self.exploration <= 1.0:
+            raise ValueError(f"tasks.adaptive.exploration must be in [0, 1], got {self.exploration}")
 
 
 def load_tasks(root: str | Path, suite: str, split: str) -> list[Task]:

@@ -48,11 +48,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from agentrl.config import RunConfig, load_config
 from agentrl.memory import choose_allocator
-from agentrl.tasks import load_tasks, sample_tasks
+from agentrl.tasks import load_tasks
 from agentrl.trainer import distributed
 from agentrl.trainer.run import (
     EvalResult,
@@ -60,10 +59,10 @@ from agentrl.trainer.run import (
     log_metrics,
     open_run,
     pad_id,
-    play_tasks,
     rollout_metrics,
 )
 from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
+from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
@@ -168,20 +167,27 @@ async def train_run(study: StudyConfig, estimator: str, seed: int) -> RunResult:
     async with open_run(config, kind="train") as ctx:
         learner = make_learner(config, parallel, ctx.engine.module, pad_id(ctx.engine.tokenizer))
         train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
+        sampler = resumed_sampler(ctx, train_tasks, resumed=False)
         step = 0
         while pending:
             step += 1
             step_started = time.perf_counter()
-            tasks = sample_tasks(train_tasks, config.train.tasks_per_step, config.train.seed, step)
-            torch.manual_seed(config.train.seed * 1_000_003 + step)  # as `sync_loop` seeds its rollouts
-            episodes = await play_tasks(ctx, tasks, config.train.group_size, config.sampling, seed=step)
+            collected = await collect_step(ctx, sampler, step)  # as `sync_loop` draws and plays a step
+            tasks, episodes = collected.tasks, collected.episodes
             credited = await assign_credit(ctx, episodes, tasks)
             update = await update_step(learner, credited.samples, IntoEngine(ctx.engine))
             record_step(ctx, step, episodes, credited)
-            rollouts = rollout_metrics(episodes)
-            metrics = {**rollouts, **credited.metrics, **update, "step_s": time.perf_counter() - step_started}
+            record_sampling(ctx, step, collected)
+            rollouts = rollout_metrics(collected.played_episodes)
+            metrics = {
+                **rollouts,
+                **collected.metrics,
+                **credited.metrics,
+                **update,
+                "step_s": time.perf_counter() - step_started,
+            }
             log_metrics(ctx, step, metrics)
-            result.env_steps += env_steps_of(episodes)
+            result.env_steps += env_steps_of(collected.played_episodes)
             result.train_steps = step
             result.step_metrics.append(step_summary(metrics))
             while pending and result.env_steps >= pending[0]:

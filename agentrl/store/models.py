@@ -1,7 +1,10 @@
 """The run store's tables as SQLAlchemy 2.0 typed declarative models.
 
-What this is: four tables — runs, episodes, turns, metrics — and nothing else. Token ids are not stored
-(only counts); the store is for inspecting runs, not for replaying training batches.
+What this is: five tables — runs, episodes, turns, metrics, task_draws — and nothing else. Token ids are
+not stored (only counts); the store is for inspecting runs, not for replaying training batches.
+`task_draws` holds one row per group a training step played: which task, why it was drawn or dropped, and
+(adaptive sampler) the task's Beta posterior at the draw; the adaptive sampler's posterior is rebuilt from
+these rows on resume.
 
 What this is not: an API. These ORM classes never leave `agentrl/store/`; everything outside talks to
 `repository.py`, which returns plain dicts. Schema changes go through Alembic revisions in
@@ -90,3 +93,22 @@ class MetricRow(Base):
     step: Mapped[int]
     name: Mapped[str] = mapped_column(String(200))
     value: Mapped[float | None]  # NULL when the metric was NaN or infinite
+
+
+class TaskDrawRow(Base):
+    __tablename__ = "task_draws"
+    __table_args__ = (Index("ix_task_draws_run_step", "run_id", "step"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    step: Mapped[int]
+    round: Mapped[int]  # 0: the step's first draw; 1, 2, ...: the filtered sampler's extra rounds
+    task_id: Mapped[str] = mapped_column(String(200))
+    group_id: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(String(20))  # agentrl.trainer.task_sampling.REASONS
+    successes: Mapped[int]  # of the group's usable episodes (infrastructure failures not counted)
+    failures: Mapped[int]
+    success_rate: Mapped[float | None]  # NULL when every episode of the group failed for infra reasons
+    alpha: Mapped[float | None]  # the adaptive sampler's posterior at the draw (NULL for other samplers)
+    beta: Mapped[float | None]
+    score: Mapped[float | None]  # the adaptive sampler's selection score p(1-p) (NULL when not scored)

@@ -1,4 +1,4 @@
-"""The run store's public functions: open it, write runs, episodes and metrics, read them back.
+"""The run store's public functions: open it, write runs, episodes, metrics and task draws, read them back.
 
 What this is: plain functions over a `Store` handle (an engine and a session factory). Each write is one
 transaction. Readers return plain dicts; ORM objects never leave `agentrl/store/`. Database failures become
@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from agentrl.errors import StoreError
 from agentrl.store.migrations import upgrade
-from agentrl.store.models import EpisodeRow, MetricRow, Run, TurnRow, utc_now
+from agentrl.store.models import EpisodeRow, MetricRow, Run, TaskDrawRow, TurnRow, utc_now
 from agentrl.types import Episode, Turn
 
 DB_URL_ENV = "AGENTRL_DB_URL"
@@ -122,8 +122,9 @@ def create_run(store: Store, name: str, task: str, config: Mapping[str, Any]) ->
 
 
 def resume_run(store: Store, run_id: str, after_step: int) -> None:
-    """Mark the run "running" again and delete what it recorded after `after_step` (its episodes, turns and
-    metrics of later steps, written before the process died), so a resumed run records each step once."""
+    """Mark the run "running" again and delete what it recorded after `after_step` (its episodes, turns,
+    metrics and task draws of later steps, written before the process died), so a resumed run records each
+    step once."""
     with _transaction(store, f"resuming run {run_id} after step {after_step}") as session:
         run = session.get(Run, run_id)
         if run is None:
@@ -132,6 +133,9 @@ def resume_run(store: Store, run_id: str, after_step: int) -> None:
         session.execute(delete(TurnRow).where(TurnRow.episode_id.in_(later)))
         session.execute(delete(EpisodeRow).where(EpisodeRow.run_id == run_id, EpisodeRow.step > after_step))
         session.execute(delete(MetricRow).where(MetricRow.run_id == run_id, MetricRow.step > after_step))
+        session.execute(
+            delete(TaskDrawRow).where(TaskDrawRow.run_id == run_id, TaskDrawRow.step > after_step)
+        )
         run.status, run.finished_at = "running", None
 
 
@@ -237,6 +241,33 @@ def record_metrics(store: Store, run_id: str, step: int, metrics: Mapping[str, f
         session.add_all(rows)
 
 
+TASK_DRAW_FIELDS = (
+    "step",
+    "round",
+    "task_id",
+    "group_id",
+    "reason",
+    "successes",
+    "failures",
+    "success_rate",
+    "alpha",
+    "beta",
+    "score",
+)
+"""The keys of one task draw, as `record_task_draws` takes them and `load_task_draws` returns them."""
+
+
+def record_task_draws(store: Store, run_id: str, draws: Sequence[Mapping[str, Any]]) -> None:
+    """Store one row per played group of a training step (the keys of `TASK_DRAW_FIELDS`), one transaction."""
+    for draw in draws:
+        missing = sorted(set(TASK_DRAW_FIELDS) - set(draw))
+        if missing:
+            raise StoreError(f"a task draw lacks {missing}; pass every key of TASK_DRAW_FIELDS")
+    rows = [TaskDrawRow(run_id=run_id, **{key: draw[key] for key in TASK_DRAW_FIELDS}) for draw in draws]
+    with _transaction(store, f"recording {len(rows)} task draws of run {run_id}") as session:
+        session.add_all(rows)
+
+
 # --- readers -----------------------------------------------------------------------------------------
 
 
@@ -277,8 +308,22 @@ def load_metrics(store: Store, run_id: str) -> list[dict[str, Any]]:
     return _read(store, f"loading metrics of run {run_id}", query)
 
 
+def load_task_draws(store: Store, run_id: str, up_to_step: int | None = None) -> list[dict[str, Any]]:
+    """The run's task draws (dicts with the keys of `TASK_DRAW_FIELDS`), in the order they were recorded;
+    only those of steps <= `up_to_step` when given."""
+
+    def query(session: Session) -> list[dict[str, Any]]:
+        statement = select(TaskDrawRow).where(TaskDrawRow.run_id == run_id)
+        if up_to_step is not None:
+            statement = statement.where(TaskDrawRow.step <= up_to_step)
+        rows = session.scalars(statement.order_by(TaskDrawRow.step, TaskDrawRow.id))
+        return [{key: getattr(row, key) for key in TASK_DRAW_FIELDS} for row in rows]
+
+    return _read(store, f"loading task draws of run {run_id}", query)
+
+
 def count_rows(store: Store) -> dict[str, int]:
-    """Row counts of every table: {"runs": ..., "episodes": ..., "turns": ..., "metrics": ...}."""
+    """Row counts of the runs, episodes, turns and metrics tables: {"runs": ..., "episodes": ..., ...}."""
     tables = {"runs": Run, "episodes": EpisodeRow, "turns": TurnRow, "metrics": MetricRow}
 
     def query(session: Session) -> dict[str, int]:

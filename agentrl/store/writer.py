@@ -1,10 +1,11 @@
 """A background writer for the run store, so the rollout loop never waits on the database for long.
 
 What this is: one daemon thread draining a bounded queue of writes; each queued batch (one call to
-`record_episodes` or `record_metrics`) is committed in its own transaction, so a crash loses at most what
-is still in flight. A failed write is never dropped silently: the first failure is raised as `StoreError`
-from the next call to the writer (`record_*`, `flush` or `close`). `flush()` waits until everything queued
-so far is committed; `close()` flushes and stops the thread. Use it as a context manager.
+`record_episodes`, `record_metrics` or `record_task_draws`) is committed in its own transaction, so a crash
+loses at most what is still in flight. A failed write is never dropped silently: the first failure is
+raised as `StoreError` from the next call to the writer (`record_*`, `flush` or `close`). `flush()` waits
+until everything queued so far is committed; `close()` flushes and stops the thread. Use it as a context
+manager.
 
 What this is not: a buffer that survives a crash, or a way to read (readers go to `repository.py`
 directly; under SQLite WAL they do not block this writer).
@@ -18,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 from agentrl.errors import StoreError
-from agentrl.store.repository import Split, Store, record_episodes, record_metrics
+from agentrl.store.repository import Split, Store, record_episodes, record_metrics, record_task_draws
 from agentrl.types import Episode
 
 QUEUE_SIZE = 64  # batches, not rows; a full queue makes the caller wait, which bounds memory
@@ -56,6 +57,13 @@ class StoreWriter:
         """Queue `repository.record_metrics` (one transaction)."""
         snapshot = dict(metrics)
         self._submit(lambda: record_metrics(self.store, run_id, step, snapshot))
+
+    def record_task_draws(self, run_id: str, draws: Sequence[Mapping[str, object]]) -> None:
+        """Queue `repository.record_task_draws` (one transaction)."""
+        if not draws:
+            return
+        snapshot = [dict(draw) for draw in draws]
+        self._submit(lambda: record_task_draws(self.store, run_id, snapshot))
 
     def flush(self) -> None:
         """Block until every write queued so far is committed; raise the first failure if any."""

@@ -5,7 +5,8 @@ weights (safetensors through `save_pretrained`; adapters only for LoRA), the opt
 states, the RNG states (torch, numpy, Python), and `state.json` (step, run id, weights version) — into a
 temporary folder renamed into place, so a kill mid-write never leaves a half checkpoint; older ones beyond
 `keep` are deleted. `latest(run_dir)` finds the newest complete one and `load` restores it in place. The
-task sampler needs no state: `tasks.sample_tasks` is a pure function of (seed, step).
+task sampler keeps no state here: `uniform` and `filtered` draws are pure functions of (seed, step), and the
+`adaptive` posterior is rebuilt from the store's `task_draws` rows up to the checkpoint's step.
 
 With `trainer.nproc` > 1 (an FSDP2-sharded policy) every rank calls `save`/`load` together: the weights
 and optimiser state go through `torch.distributed.checkpoint` (each rank writes its own shards under

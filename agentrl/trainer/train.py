@@ -25,11 +25,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import torch
-
 from agentrl.config import RunConfig
 from agentrl.models import load_tokenizer
-from agentrl.tasks import load_tasks, sample_tasks
+from agentrl.tasks import load_tasks
 from agentrl.trainer import checkpoint, distributed
 from agentrl.trainer.async_loop import async_loop
 from agentrl.trainer.run import (
@@ -38,7 +36,6 @@ from agentrl.trainer.run import (
     log_metrics,
     open_run,
     pad_id,
-    play_tasks,
     require_some_usable,
     resume_point,
     rollout_metrics,
@@ -55,6 +52,7 @@ from agentrl.trainer.step import (
     save_checkpoint_if_due,
     update_step,
 )
+from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
 from agentrl.trainer.update import DataParallel
 
 TrainResult = tuple[EvalResult | None, EvalResult | None, str]
@@ -87,22 +85,24 @@ async def sync_loop(config: RunConfig, parallel: DataParallel) -> TrainResult:
             publish_weights(ctx.engine, learner)  # several ranks: the restored shards into rank 0's engine
         distributed.broadcast(str(ctx.run_dir), parallel)  # where the other ranks write their shards
         train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
+        sampler = resumed_sampler(ctx, train_tasks, resumed=resume is not None)
         first = 1 if resume is None else resume[1].step + 1
         for step in range(first, config.train.steps + 1):
-            # 1. sample this step's tasks
-            tasks = sample_tasks(train_tasks, config.train.tasks_per_step, config.train.seed, step)
-            # 2. rollouts: G episodes per task, batched through the engine
+            # 1-2. this step's tasks and rollouts (G episodes per task, batched through the engine): the
+            # sampler (`tasks.sampler`) may play extra groups and keep only those that carry a signal
             started, step_cpu = time.perf_counter(), time.process_time()
-            torch.manual_seed(config.train.seed * 1_000_003 + step)
-            episodes = await play_tasks(ctx, tasks, config.train.group_size, config.sampling, seed=step)
+            collected = await collect_step(ctx, sampler, step)
             rollout_s, rollout_cpu_s = time.perf_counter() - started, time.process_time() - step_cpu
-            require_some_usable(episodes, f"step {step}", config.rollout.infra_attempts)
+            tasks, episodes = collected.tasks, collected.episodes
+            require_some_usable(collected.played_episodes, f"step {step}", config.rollout.infra_attempts)
             # 3. the shared step: credit, update, new weights into the engine, records, checkpoint
             credited = await assign_credit(ctx, episodes, tasks)
             update = await update_step(learner, credited.samples, IntoEngine(ctx.engine))
             record_step(ctx, step, episodes, credited)
+            record_sampling(ctx, step, collected)  # the dropped groups (never trained on) and the draws
             metrics = {
-                **rollout_metrics(episodes),
+                **rollout_metrics(collected.played_episodes),
+                **collected.metrics,
                 **credited.metrics,
                 **update,
                 "rollout_s": rollout_s,
