@@ -2,7 +2,9 @@
 
 What this is: `episode_to_sample` lays an episode's tokens out exactly as the engine saw and produced them
 (turn after turn, `prompt_ids + completion_ids`; nothing is re-tokenised) with per-token masks, and
-`collate` right-pads samples into [B, L] tensors.
+`collate` right-pads samples into [B, L] tensors. For the shared-prefix update (`update.shared_prefix`),
+`plan_packs` finds the members of a group that start with the same tokens (the first prompt, at least) and
+`collate_shared` lays them out as one prefix run once plus right-padded suffix rows.
 
 Per-token conventions (position t is the t-th token of the sequence):
     loss_mask    1 on tokens the engine sampled, 0 on prompt, template and observation tokens ("1 if
@@ -10,6 +12,11 @@ Per-token conventions (position t is the t-th token of the sequence):
     old_logprobs the sampler's log-probability of the token at t (placed at t itself, matching
                  `losses.token_logprobs`); 0 where loss_mask is 0.
     advantages   the advantage of the token's turn on sampled tokens; 0 elsewhere.
+
+Shared prefix: a pack of K shared tokens holds ids[:K] once (`prefix_ids`) and, per member, the suffix row
+ids[K:] with the same per-token columns sliced the same way. Row position 0 (token K) has no log-prob of its
+own (as position 0 of any row); that loses nothing because K is chosen so that tokens 0..K are never
+sampled tokens (loss mask 0) in any member: see `shared_length`.
 
 What this is not: a filter or the per-step mode. Callers exclude infrastructure-failure episodes (they are
 not training signal) before calling `episode_to_sample`; the per-step sample mode comes later.
@@ -33,6 +40,7 @@ class TrainSample:
     loss_mask: torch.Tensor  # [L] float
     old_logprobs: torch.Tensor  # [L] float
     advantages: torch.Tensor  # [L] float
+    group_key: str | None = None  # the episode's group: members may share a prompt prefix; None: no group
 
     @property
     def num_tokens(self) -> int:
@@ -66,6 +74,7 @@ def episode_to_sample(episode: Episode, step_advantages: Sequence[float], max_le
         loss_mask=torch.tensor(mask, dtype=torch.float32),
         old_logprobs=torch.tensor(logprobs, dtype=torch.float32),
         advantages=torch.tensor(advantages, dtype=torch.float32),
+        group_key=episode.group_id,
     )
 
 
@@ -105,3 +114,96 @@ def _pad(rows: Sequence[torch.Tensor], length: int, value: float) -> torch.Tenso
     for index, row in enumerate(rows):
         out[index, : row.shape[0]] = row
     return out
+
+
+SHARED_COLUMNS = ("loss_mask", "old_logprobs", "advantages")
+
+
+@dataclass(frozen=True)
+class Pack:
+    """Samples that go through the model together as one micro batch: `indices` into the caller's list, and
+    `shared`, how many leading tokens they run once for all (0: a plain padded batch, `collate`)."""
+
+    indices: tuple[int, ...]
+    shared: int = 0
+
+    def padded_tokens(self, samples: Sequence[TrainSample]) -> int:
+        """Tokens the forward pass runs: the shared prefix once plus every row padded to the longest."""
+        longest = max(samples[index].num_tokens for index in self.indices)
+        return self.shared + len(self.indices) * (longest - self.shared)
+
+
+def shared_length(samples: Sequence[TrainSample]) -> int:
+    """K, the leading tokens the samples can run once: the longest common prefix of their ids, cut so that
+    tokens 0..K are unsampled in every sample (token K starts each suffix row and gets no log-prob) and every
+    row keeps at least one token. 0 when there is nothing to share."""
+    if not samples:
+        return 0
+    limit = min(min(sample.num_tokens - 1, _first_sampled(sample) - 1) for sample in samples)
+    if limit <= 0:
+        return 0
+    first = samples[0].input_ids[:limit]
+    same = torch.ones(limit, dtype=torch.bool)
+    for sample in samples[1:]:
+        same &= sample.input_ids[:limit] == first
+    return limit if bool(same.all()) else int(same.to(torch.int8).argmin())
+
+
+def _first_sampled(sample: TrainSample) -> int:
+    """The position of the first sampled token, or the length when none is."""
+    sampled = sample.loss_mask.nonzero()
+    return int(sampled[0, 0]) if sampled.numel() else sample.num_tokens
+
+
+def plan_packs(samples: Sequence[TrainSample], micro_batch_size: int, min_shared_tokens: int) -> list[Pack]:
+    """The shared-prefix packs of `samples`: the members of each group (same `group_key`) in packs that share
+    at least `min_shared_tokens` leading tokens, each pack running no more padded tokens than an unshared
+    micro batch of `micro_batch_size` of the group's longest member would (the memory the user sized).
+
+    Samples left out (no group, a group alone, members that diverge early, a pack that would hold one
+    member) are not in any pack; the caller batches them as before. Packs come in order of first member.
+    """
+    groups: dict[str, list[int]] = {}
+    for index, sample in enumerate(samples):
+        if sample.group_key is not None:
+            groups.setdefault(sample.group_key, []).append(index)
+    packs: list[Pack] = []
+    for members in groups.values():
+        if shared_length([samples[i] for i in members]) < max(min_shared_tokens, 1):
+            continue
+        budget = micro_batch_size * max(samples[i].num_tokens for i in members)
+        current: list[int] = []
+        for index in members:
+            grown = [*current, index]
+            shared = shared_length([samples[i] for i in grown])
+            if Pack(tuple(grown), shared).padded_tokens(samples) <= budget or not current:
+                current = grown
+                continue
+            packs.append(Pack(tuple(current), shared_length([samples[i] for i in current])))
+            current = [index]
+        packs.append(Pack(tuple(current), shared_length([samples[i] for i in current])))
+    return sorted((pack for pack in packs if len(pack.indices) > 1), key=lambda pack: pack.indices[0])
+
+
+def collate_shared(samples: Sequence[TrainSample], shared: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """One pack as tensors: `prefix_ids` [1, K] (the K = `shared` tokens every sample starts with) and the
+    suffix rows from token K on, right-padded as `collate` pads: input_ids, attention_mask (suffix tokens
+    only), loss_mask, old_logprobs and advantages, each [G, S]."""
+    if shared < 1 or any(
+        not torch.equal(s.input_ids[:shared], samples[0].input_ids[:shared]) for s in samples
+    ):
+        raise ValueError(f"the samples do not share their first {shared} tokens")
+    suffixes = [_suffix(sample, shared) for sample in samples]
+    return {"prefix_ids": samples[0].input_ids[None, :shared], **collate(suffixes, pad_id)}
+
+
+def _suffix(sample: TrainSample, shared: int) -> TrainSample:
+    columns = {name: getattr(sample, name)[shared:] for name in ("input_ids", *SHARED_COLUMNS)}
+    return TrainSample(**columns, group_key=sample.group_key)
+
+
+def to_sample_layout(row: torch.Tensor, sample: TrainSample, shared: int) -> torch.Tensor:
+    """[S] values of a collated row (padded; a suffix row from token `shared` on) -> [L] at the sample's own
+    positions, 0 on the shared prefix (never sampled tokens)."""
+    values = row[: sample.num_tokens - shared]
+    return torch.nn.functional.pad(values, (shared, 0), value=0.0) if shared else values

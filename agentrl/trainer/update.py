@@ -14,20 +14,35 @@ averages gradients over ranks, so the update equals the single-process one. Ever
 number of forward/backward passes (FSDP's collectives need all ranks): a rank with fewer micro batches
 runs zero-weighted fillers.
 
+Shared prefix (`update.shared_prefix`, on by default): the G episodes of a group start with the same first
+prompt, so a micro batch is a pack of group members (`samples.plan_packs`) whose shared prefix runs through
+the model once, with the autograd graph kept: its keys and values are expanded to the G suffix rows, which
+attend to them at their true positions (`shared_prefix_logits`). Forward and backward then cost what the
+distinct tokens cost, and the loss, gradients and metrics are those of the unshared batches (the loss is a
+per-token function of log-probs that do not depend on how sequences are batched; tested to fp32 tolerance).
+Samples outside any pack (no group, early divergence, `min_shared_tokens`) run as before. It falls back to
+the unshared path, logging why, for models it is not made for (`shared_prefix_unsupported`) and with
+several ranks: FSDP2's per-layer hooks assume one forward call per layer before the backward.
+
 What this is not: a launcher (torchrun starts the ranks), and it does not reorder samples: mini batches are
-contiguous slices in the caller's order. Log-probs are computed from logits divided by the sampling
-temperature (`temperature=`), the same distribution the engine sampled from, so the PPO ratio starts at 1.
+contiguous slices in the caller's order (the micro batches inside one may be). Log-probs are computed from
+logits divided by the sampling temperature (`temperature=`), the same distribution the engine sampled from,
+so the PPO ratio starts at 1.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
+from transformers import DynamicCache
 
 from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ConfigError
@@ -38,7 +53,10 @@ from agentrl.trainer.losses import (
     policy_loss,
     sampled_token_logprobs,
 )
-from agentrl.trainer.samples import TrainSample, collate
+from agentrl.trainer.samples import Pack, TrainSample, collate, collate_shared, plan_packs, to_sample_layout
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,7 +66,7 @@ class DataParallel:
     rank: int = 0
     world_size: int = 1
 
-    def shard(self, samples: Sequence[TrainSample]) -> list[TrainSample]:
+    def shard(self, samples: Sequence[T]) -> list[T]:
         """Every world_size-th sample, starting at this rank."""
         return list(samples[self.rank :: self.world_size])
 
@@ -98,17 +116,23 @@ class UpdateConfig:
     mini_batches:     optimiser steps per epoch (the samples are split into this many contiguous slices).
     autocast_bf16:    run forward passes under CPU bfloat16 autocast where the CPU multiplies bf16 natively
                       (AMX / AVX-512 BF16); ignored elsewhere, where emulated bf16 is far slower than fp32.
+    shared_prefix:    run the prefix a group's episodes share (their first prompt) once per micro batch
+                      instead of once per episode (module docstring); same loss and gradients.
+    min_shared_tokens: groups sharing fewer leading tokens than this run unshared.
     """
 
     ppo_epochs: int = 1
     micro_batch_size: int = 4
     mini_batches: int = 1
     autocast_bf16: bool = False
+    shared_prefix: bool = True
+    min_shared_tokens: int = 32
 
     def __post_init__(self) -> None:
-        if min(self.ppo_epochs, self.micro_batch_size, self.mini_batches) < 1:
+        if min(self.ppo_epochs, self.micro_batch_size, self.mini_batches, self.min_shared_tokens) < 1:
             raise ConfigError(
-                "update.ppo_epochs, update.micro_batch_size and update.mini_batches must be >= 1"
+                "update.ppo_epochs, update.micro_batch_size, update.mini_batches and "
+                "update.min_shared_tokens must be >= 1"
             )
 
 
@@ -166,6 +190,7 @@ def ppo_update(
     if loss_cfg.kl_coef > 0 and ref_model is None:
         raise ConfigError("loss.kl_coef > 0 needs a reference model; pass ref_model or set kl_coef to 0")
     grad_clip = (optim_cfg or OptimConfig()).grad_clip
+    update_cfg = _sharing(update_cfg, model, ref_model, parallel)
     tally = _Tally()
     if loss_cfg.tis_cap > 0:
         if parallel.world_size > 1:
@@ -216,14 +241,15 @@ def with_tis_weights(
     expression with w A, so the loss itself is unchanged. Also returns the mismatch metrics of that pass,
     the mean weight and the share of tokens at the cap."""
     model.eval()
-    out: list[TrainSample] = []
+    update_cfg = _sharing(update_cfg, model, None, SINGLE_PROCESS)
+    out = list(samples)
     tally = _Tally()
     device = model_device(model)
-    for chunk in _chunks(samples, update_cfg.micro_batch_size):
-        batch = to_device(collate(chunk, pad_id), device)
+    for pack in local_packs(samples, update_cfg, SINGLE_PROCESS):
+        batch = to_device(collate_pack(samples, pack, pad_id), device)
         with _autocast(update_cfg.autocast_bf16):
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        trainer = sampled_token_logprobs(logits, batch["input_ids"], temperature)[0]
+            logits = forward_logits(model, batch)
+        trainer = sampled_token_logprobs(logits, batch["input_ids"], temperature)[0].cpu()
         mask = batch["loss_mask"]
         log_ratio = (trainer - batch["old_logprobs"]).clamp(max=LOG_RATIO_CLAMP)
         weights = torch.exp(log_ratio).clamp(max=loss_cfg.tis_cap)
@@ -237,14 +263,14 @@ def with_tis_weights(
             },
             weight=tokens,
         )
-        for row, sample in enumerate(chunk):
-            length, row_mask = sample.num_tokens, sample.loss_mask
-            out.append(
-                dataclasses.replace(
-                    sample,
-                    old_logprobs=trainer[row, :length].cpu() * row_mask,
-                    advantages=sample.advantages * weights[row, :length].cpu() * row_mask,
-                )
+        weights = weights.cpu()
+        for row, index in enumerate(pack.indices):
+            sample = samples[index]
+            row_weights = to_sample_layout(weights[row], sample, pack.shared)
+            out[index] = dataclasses.replace(
+                sample,
+                old_logprobs=to_sample_layout(trainer[row], sample, pack.shared) * sample.loss_mask,
+                advantages=sample.advantages * row_weights * sample.loss_mask,
             )
     return out, tally.means()
 
@@ -262,23 +288,159 @@ def _mini_batch_step(
 ) -> dict[str, float]:
     """Accumulate the mini batch's gradient over micro batches; return its token-weighted metrics."""
     optimizer.zero_grad(set_to_none=True)
-    local = parallel.shard(mini_batch)
     device = model_device(model)
     chunks = [
-        to_device(collate(chunk, pad_id), device) for chunk in _chunks(local, update_cfg.micro_batch_size)
+        to_device(collate_pack(mini_batch, pack, pad_id), device)
+        for pack in local_packs(mini_batch, update_cfg, parallel)
     ]
     weights = [aggregation_weight(batch["loss_mask"], loss_cfg.aggregation) for batch in chunks]
     total = parallel.sum(float(sum(weights))) or 1.0
     passes = int(parallel.max(float(len(chunks))))
-    filler = to_device(collate((local or list(mini_batch))[:1], pad_id), device)
+    filler = to_device(collate(mini_batch[:1], pad_id), device)
     tally = _Tally()
     for index in range(passes):
         batch, weight = (chunks[index], weights[index]) if index < len(chunks) else (filler, 0.0)
-        loss, metrics = _micro_batch_loss(model, batch, loss_cfg, update_cfg, ref_model, temperature)
+        loss, metrics, aggregated = _micro_batch_loss(
+            model, batch, loss_cfg, update_cfg, ref_model, temperature
+        )
         (loss * (weight * parallel.world_size / total)).backward()
         if weight:
-            tally.add({**metrics, "loss": float(loss.item())}, weight=float(batch["loss_mask"].sum().item()))
+            # token means weigh by tokens, aggregated terms by their aggregation weight: either way the
+            # means over micro batches are the mini batch's, however its samples were split
+            tally.add(metrics, weight=float(batch["loss_mask"].sum().item()))
+            tally.add({**aggregated, "loss": float(loss.item())}, weight=weight)
     return _Tally.merge(parallel.gather(tally)).means()
+
+
+def local_packs(
+    samples: Sequence[TrainSample], update_cfg: UpdateConfig, parallel: DataParallel
+) -> list[Pack]:
+    """This rank's micro batches of `samples`: with `shared_prefix` (one process only), the shared-prefix
+    packs, then the samples in no pack, every world_size-th of them in chunks of `micro_batch_size`, as
+    without sharing."""
+    share = update_cfg.shared_prefix and parallel.world_size == 1
+    packs = plan_packs(samples, update_cfg.micro_batch_size, update_cfg.min_shared_tokens) if share else []
+    packed = {index for pack in packs for index in pack.indices}
+    rest = parallel.shard([index for index in range(len(samples)) if index not in packed])
+    return [*packs, *(Pack(tuple(chunk)) for chunk in _chunks(rest, update_cfg.micro_batch_size))]
+
+
+def collate_pack(samples: Sequence[TrainSample], pack: Pack, pad_id: int) -> dict[str, torch.Tensor]:
+    """The tensors of one micro batch: `collate_shared` for a shared-prefix pack, else `collate`."""
+    members = [samples[index] for index in pack.indices]
+    return collate_shared(members, pack.shared, pad_id) if pack.shared else collate(members, pad_id)
+
+
+def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[B, L, V] logits of a collated batch's rows (suffix rows for a shared-prefix pack)."""
+    if "prefix_ids" in batch:
+        return shared_prefix_logits(model, batch["prefix_ids"], batch["input_ids"], batch["attention_mask"])
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+
+
+def shared_prefix_logits(
+    model: torch.nn.Module, prefix_ids: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> torch.Tensor:
+    """[1, K] prefix ids, [G, S] suffix rows and their [G, S] padding mask -> [G, S, V] logits: row g's
+    position j is the logit at position K + j of the full sequence prefix + row g, as a plain forward of it
+    would give (to float rounding).
+
+    The prefix runs once, in the caller's grad mode: its keys and values stay in the autograd graph, so the
+    backward pass of every row flows into the one prefix pass. Each micro batch gets a fresh cache, expanded
+    (a view) to the G rows; DynamicCache concatenates the rows' own keys and values onto it, out of place.
+    """
+    rows, length = input_ids.shape
+    shared = prefix_ids.shape[1]
+    keyword = _cache_keyword(model)
+    prefix = model(input_ids=prefix_ids, use_cache=True, **_only_last_logits(model))
+    cache = DynamicCache()
+    for layer, (keys, values) in enumerate(_cache_tensors(getattr(prefix, keyword))):
+        cache.update(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1), layer)
+    mask = torch.cat([attention_mask.new_ones(rows, shared), attention_mask], dim=1)
+    positions = torch.arange(shared, shared + length, device=input_ids.device).expand(rows, -1)
+    suffix = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, **{keyword: cache})
+    return suffix.logits  # type: ignore[no-any-return]
+
+
+SHARED_PREFIX_MODEL_TYPES = frozenset({"llama"})
+"""Architectures the shared-prefix forward is tested on (tiny random Llama, SmolLM2): a plain full-attention
+KV cache and rotary positions from `position_ids`."""
+
+
+def shared_prefix_unsupported(model: torch.nn.Module) -> str | None:
+    """Why `shared_prefix_logits` cannot run on `model`, or None when it can."""
+    base = _transformers_model(model)
+    config = getattr(base, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if model_type not in SHARED_PREFIX_MODEL_TYPES:
+        return f"model_type {model_type!r} is not one it is tested on ({sorted(SHARED_PREFIX_MODEL_TYPES)})"
+    if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ()):
+        return "the model has sliding-window or linear-attention layers"
+    if _activation_checkpointing(base):
+        return "gradient checkpointing turns the KV cache off in training"
+    return None
+
+
+def _activation_checkpointing(model: torch.nn.Module) -> bool:
+    """Whether the model recomputes activations (transformers 5 renamed is_gradient_checkpointing)."""
+    value = getattr(model, "is_activation_checkpointing", None)
+    if value is None:
+        value = getattr(model, "is_gradient_checkpointing", False)
+    return bool(value() if callable(value) else value)
+
+
+def _sharing(
+    update_cfg: UpdateConfig,
+    model: torch.nn.Module,
+    ref_model: torch.nn.Module | None,
+    parallel: DataParallel,
+) -> UpdateConfig:
+    """`update_cfg` with `shared_prefix` off where it cannot run (the reason logged once)."""
+    if not update_cfg.shared_prefix:
+        return update_cfg
+    reason = next(
+        (why for why in map(shared_prefix_unsupported, filter(None, (model, ref_model))) if why is not None),
+        None,
+    )
+    if parallel.world_size > 1:
+        reason = "FSDP2 (trainer.nproc > 1) unshards each layer once per forward call; the prefix is a second"
+    if reason is None:
+        return update_cfg
+    _log_once(f"update.shared_prefix: running every episode unshared: {reason}")
+    return dataclasses.replace(update_cfg, shared_prefix=False)
+
+
+@functools.cache
+def _log_once(message: str) -> None:
+    LOG.warning(message)
+
+
+def _transformers_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model under a peft wrapper (or `model` itself)."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def _cache_keyword(model: torch.nn.Module) -> str:
+    """The forward's KV-cache argument and output: `cache` since transformers 5 renamed it, else
+    `past_key_values`."""
+    parameters = inspect.signature(type(_transformers_model(model)).forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def _only_last_logits(model: torch.nn.Module) -> dict[str, int]:
+    """The forward argument that projects only the last position onto the vocabulary (the prefix's logits
+    are never used), where the model has it."""
+    parameters = inspect.signature(type(_transformers_model(model)).forward).parameters
+    return {name: 1 for name in ("logits_to_keep", "num_logits_to_keep") if name in parameters}
+
+
+def _cache_tensors(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(keys, values) per layer, each [1, kv_heads, K, head_dim], of a transformers DynamicCache."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return [(layer.keys, layer.values) for layer in layers]
+    return list(zip(cache.key_cache, cache.value_cache, strict=True))
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -298,9 +460,11 @@ def _micro_batch_loss(
     update_cfg: UpdateConfig,
     ref_model: torch.nn.Module | None,
     temperature: float,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, float], dict[str, float]]:
+    """The micro batch's loss, its token-mean metrics, and its aggregated ones (kl, and entropy when it is
+    the bonus: `aggregate`d as the loss is)."""
     with _autocast(update_cfg.autocast_bf16):
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        logits = forward_logits(model, batch)
         ref_logprobs = _reference_logprobs(ref_model, batch, temperature) if ref_model is not None else None
     mask = batch["loss_mask"]
     # chunked: no fp32 copy of the [B, L, vocab] logits; the entropies carry a gradient only for the bonus
@@ -318,7 +482,10 @@ def _micro_batch_loss(
     if bonus is None:  # reported over sampled positions only
         metrics["entropy"] = float(((entropy.detach() * mask).sum() / mask.sum().clamp(min=1.0)).item())
     metrics.update(sampler_mismatch(new_logprobs.detach(), batch["old_logprobs"], mask))
-    return loss, metrics
+    aggregated = {"kl": metrics.pop("kl")} if "kl" in metrics else {}
+    if bonus is not None:
+        aggregated["entropy"] = metrics.pop("entropy")
+    return loss, metrics, aggregated
 
 
 def sampler_mismatch(
@@ -354,7 +521,7 @@ def effective_sample_size(weight_mean: float, weight_sq_mean: float) -> float:
 def _reference_logprobs(
     ref_model: torch.nn.Module, batch: dict[str, torch.Tensor], temperature: float
 ) -> torch.Tensor:
-    logits = ref_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    logits = forward_logits(ref_model, batch)
     return sampled_token_logprobs(logits, batch["input_ids"], temperature)[0]
 
 
@@ -389,7 +556,7 @@ def _split(samples: Sequence[TrainSample], parts: int) -> Iterator[Sequence[Trai
         start = stop
 
 
-def _chunks(samples: Sequence[TrainSample], size: int) -> Iterator[Sequence[TrainSample]]:
+def _chunks(samples: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     for start in range(0, len(samples), size):
         yield samples[start : start + size]
 

@@ -5,6 +5,7 @@
     ... OUT.pt --updates 2                  # two updates in a row
     ... OUT.pt --updates 1 --save RUN_DIR   # one update, then a (sharded) checkpoint of step 1 in RUN_DIR
     ... OUT.pt --updates 1 --resume RUN_DIR # restore RUN_DIR's newest checkpoint, then one more update
+    ... OUT.pt --grouped                    # groups whose members share a prompt (update.shared_prefix)
 
 Rank 0 saves {"params": full state dict after the last update, "metrics": its metrics} to OUT.pt.
 Used by tests/integration/test_fsdp.py; not a test itself.
@@ -60,12 +61,34 @@ def samples(count: int = 5) -> list[TrainSample]:
     return out
 
 
+def grouped_samples(groups: int = 2, size: int = 3) -> list[TrainSample]:
+    """`groups` groups of `size` members that start with the same 24-token prompt (mask 0), then differ."""
+    generator = torch.Generator().manual_seed(2)
+    out = []
+    for group in range(groups):
+        prompt = torch.randint(0, VOCAB, (24,), generator=generator)
+        for member in range(size):
+            length = 4 + 3 * member + group
+            mask = torch.cat([torch.zeros(24), torch.ones(length)])
+            out.append(
+                TrainSample(
+                    input_ids=torch.cat([prompt, torch.randint(0, VOCAB, (length,), generator=generator)]),
+                    loss_mask=mask,
+                    old_logprobs=-4.0 * mask + 0.1 * torch.rand(24 + length, generator=generator) * mask,
+                    advantages=(1.0 if member % 2 else -0.5) * mask,
+                    group_key=f"g{group}",
+                )
+            )
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--updates", type=int, default=1)
     parser.add_argument("--save", type=Path)
     parser.add_argument("--resume", type=Path)
+    parser.add_argument("--grouped", action="store_true")
     args = parser.parse_args(argv)
     torch.use_deterministic_algorithms(True)
     parallel = init_from_env()
@@ -85,10 +108,10 @@ def main(argv: list[str] | None = None) -> None:
             model,
             optimizer,
             scheduler,
-            samples(),
+            grouped_samples() if args.grouped else samples(),
             pad_id=0,
             loss_cfg=LossConfig(),
-            update_cfg=UpdateConfig(micro_batch_size=2, mini_batches=2),
+            update_cfg=UpdateConfig(micro_batch_size=2, mini_batches=2, min_shared_tokens=8),
             optim_cfg=optim_cfg,
             parallel=parallel,
         )

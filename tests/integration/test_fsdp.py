@@ -35,6 +35,22 @@ def test_two_rank_fsdp2_update_equals_the_single_process_update(tmp_path: Path) 
 
 
 @pytest.mark.slow
+def test_two_ranks_train_grouped_samples_as_one_process_sharing_their_prefix(tmp_path: Path) -> None:
+    """One process runs the groups' shared prompt once (update.shared_prefix); two FSDP2 ranks run every
+    episode unshared (FSDP2 unshards a layer once per forward call); the updates are equal."""
+    reference, sharded = tmp_path / "reference.pt", tmp_path / "sharded.pt"
+    subprocess.run([sys.executable, str(WORKER), str(reference), "--grouped"], check=True, timeout=300)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    rendezvous = ["--master_addr", "127.0.0.1", "--master_port", str(free_port())]
+    subprocess.run([*torchrun, *rendezvous, str(WORKER), str(sharded), "--grouped"], check=True, timeout=300)
+    single, double = torch.load(reference), torch.load(sharded)
+    for name, value in single["params"].items():
+        assert torch.allclose(value, double["params"][name], atol=1e-5, rtol=0), name
+    for name in ("loss", "clip_frac", "approx_kl", "grad_norm", "tokens", "sampler_kl", "ess"):
+        assert double["metrics"][name] == pytest.approx(single["metrics"][name], rel=1e-5, abs=1e-7), name
+
+
+@pytest.mark.slow
 def test_a_sharded_checkpoint_resumes_the_two_rank_run_exactly(tmp_path: Path) -> None:
     """Two updates in a row equal one update, a sharded checkpoint, fresh processes, the restore and one
     more update (weights, AdamW moments, the warm-up schedule and each rank's RNG all come back)."""

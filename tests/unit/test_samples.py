@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentrl.trainer.samples import collate, episode_to_sample
+from agentrl.trainer.samples import (
+    TrainSample,
+    collate,
+    collate_shared,
+    episode_to_sample,
+    plan_packs,
+    shared_length,
+    to_sample_layout,
+)
 from agentrl.types import Action, Episode, Turn
 
 
@@ -51,3 +59,49 @@ def test_collate_right_pads() -> None:
     assert batch["attention_mask"][0].tolist() == [1, 1, 1, 1, 0, 0, 0, 0]
     assert batch["loss_mask"][0].tolist() == [0, 0, 0, 1, 0, 0, 0, 0]
     assert batch["attention_mask"][1].tolist() == [1] * 8
+
+
+def sample(ids: list[int], mask: list[int], group: str | None = "g") -> TrainSample:
+    values = torch.tensor(mask, dtype=torch.float32)
+    return TrainSample(torch.tensor(ids), values, -0.5 * values, 2.0 * values, group_key=group)
+
+
+def test_episode_samples_carry_their_group() -> None:
+    assert episode_to_sample(EPISODE, [0.5, -2.0], max_length=100).group_key == "g"
+
+
+def test_the_shared_length_stops_before_the_first_sampled_token_and_the_divergence() -> None:
+    a = sample([1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 1, 1])
+    b = sample([1, 2, 3, 4, 9, 9, 9], [0, 0, 0, 0, 0, 1, 1])
+    assert shared_length([a, b]) == 3  # tokens 0..3 unsampled in both: token 3 starts each row
+    c = sample([1, 2, 7, 4, 5, 6], [0, 0, 0, 0, 1, 1])
+    assert shared_length([a, b, c]) == 2  # c diverges at token 2
+    assert shared_length([sample([1, 2], [0, 0]), sample([1, 2, 3], [0, 0, 1])]) == 1  # a row keeps a token
+    assert shared_length([sample([5, 2], [0, 1]), sample([5, 2], [0, 1])]) == 0
+
+
+def test_packs_keep_groups_whole_within_the_memory_of_a_micro_batch() -> None:
+    prompt = list(range(1, 21))
+    members = [sample([*prompt, 30 + k, 40, 41], [0] * 21 + [1, 1]) for k in range(3)]
+    other = [sample([*prompt, 50 + k, 60], [0] * 21 + [1], group="h") for k in range(2)]
+    loose = sample([*prompt, 7, 8], [0] * 21 + [1], group=None)
+    samples = [members[0], other[0], loose, members[1], other[1], members[2]]
+    packs = plan_packs(samples, micro_batch_size=2, min_shared_tokens=4)
+    assert [(pack.indices, pack.shared) for pack in packs] == [((0, 3, 5), 20), ((1, 4), 20)]
+    # a micro batch of 1 has room for one 23-token row: no pack (the samples run unshared)
+    assert plan_packs(samples, micro_batch_size=1, min_shared_tokens=4) == []
+    assert plan_packs(samples, micro_batch_size=2, min_shared_tokens=21) == []
+
+
+def test_collate_shared_slices_every_column_at_the_prefix() -> None:
+    a = sample([1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 1, 1])
+    b = sample([1, 2, 3, 4, 9], [0, 0, 0, 0, 1])
+    batch = collate_shared([a, b], shared=3, pad_id=0)
+    assert batch["prefix_ids"].tolist() == [[1, 2, 3]]
+    assert batch["input_ids"].tolist() == [[4, 5, 6], [4, 9, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["loss_mask"].tolist() == [[0, 1, 1], [0, 1, 0]]
+    assert batch["advantages"].tolist() == [[0, 2, 2], [0, 2, 0]]
+    assert to_sample_layout(batch["old_logprobs"][1], b, 3).tolist() == [0, 0, 0, 0, -0.5]
+    with pytest.raises(ValueError, match="do not share"):
+        collate_shared([a, sample([1, 2, 8, 4], [0, 0, 0, 1])], shared=3, pad_id=0)

@@ -1,0 +1,243 @@
+"""The shared-prefix update equals the unshared one: loss, every gradient and every metric, in fp32, on a tiny
+random Llama with two groups of three multi-turn episodes whose suffixes differ in length."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
+
+from agentrl.models import LoraSettings, with_lora
+from agentrl.trainer import update as update_module
+from agentrl.trainer.losses import LossConfig
+from agentrl.trainer.samples import TrainSample, collate, collate_shared, episode_to_sample, plan_packs
+from agentrl.trainer.update import (
+    SINGLE_PROCESS,
+    OptimConfig,
+    UpdateConfig,
+    forward_logits,
+    local_packs,
+    make_optimizer,
+    ppo_update,
+    shared_prefix_unsupported,
+    with_tis_weights,
+)
+from agentrl.types import Action, Episode, Turn
+
+PAD_ID = 0
+VOCAB = 64
+FIRST_PROMPT = 40  # tokens of the first prompt every member of a group starts with
+
+
+def tiny_model(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=PAD_ID,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def episode(group: str, first_prompt: Sequence[int], member: int, turns: int) -> Episode:
+    """`turns` turns after `first_prompt`: completions and observations of lengths that vary by member."""
+    generator = torch.Generator().manual_seed(1000 * len(group) + 17 * member + turns)
+
+    def tokens(count: int) -> tuple[int, ...]:
+        return tuple(int(t) for t in torch.randint(1, VOCAB, (count,), generator=generator))
+
+    built = []
+    for index in range(turns):
+        prompt = tuple(first_prompt) if index == 0 else tokens(3 + member)
+        completion = tokens(4 + 2 * member + index)
+        logprobs = tuple(float(v) for v in -3.0 - torch.rand(len(completion), generator=generator))
+        built.append(Turn(index, prompt, completion, logprobs, "t", Action("t"), "o", 0.0, False, None))
+    return Episode(f"{group}-{member}", "env", "task", group, member, tuple(built), "terminated")
+
+
+def group_samples(group: str, seed: int, first_prompt: int = FIRST_PROMPT) -> list[TrainSample]:
+    prompt = torch.randint(1, VOCAB, (first_prompt,), generator=torch.Generator().manual_seed(seed)).tolist()
+    advantages = (1.0, -0.5, 0.25)
+    out = []
+    for member in range(3):
+        turns = 2 + member % 2
+        played = episode(group, prompt, member, turns)
+        out.append(episode_to_sample(played, [advantages[member] * (k + 1) for k in range(turns)], 500))
+    return out
+
+
+def two_groups() -> list[TrainSample]:
+    return group_samples("a", seed=1) + group_samples("bb", seed=2)
+
+
+def run(
+    samples: list[TrainSample],
+    update: UpdateConfig,
+    loss: LossConfig | None = None,
+    lora: bool = False,
+) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+    """Metrics and every parameter's gradient of one update with lr 0 (the gradients stay readable)."""
+    loss = loss or LossConfig()
+    model: PreTrainedModel = tiny_model()
+    if lora:
+        model = with_lora(model, LoraSettings(rank=4, alpha=8, targets=("q_proj", "v_proj")))
+    reference = tiny_model(seed=3) if loss.kl_coef > 0 else None
+    assert shared_prefix_unsupported(model) is None
+    optim = OptimConfig(lr=0.0, grad_clip=0.0)
+    optimizer, scheduler = make_optimizer(model, optim)
+    metrics = ppo_update(
+        model, optimizer, scheduler, samples, PAD_ID, loss, update, ref_model=reference, optim_cfg=optim
+    )
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return metrics, grads
+
+
+def assert_equal_updates(
+    shared: tuple[dict[str, float], dict[str, torch.Tensor]],
+    plain: tuple[dict[str, float], dict[str, torch.Tensor]],
+) -> None:
+    (shared_metrics, shared_grads), (plain_metrics, plain_grads) = shared, plain
+    assert set(shared_metrics) == set(plain_metrics)
+    for name, value in plain_metrics.items():
+        assert shared_metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+    assert set(shared_grads) == set(plain_grads) and plain_grads
+    for name, grad in plain_grads.items():
+        assert torch.allclose(shared_grads[name], grad, rtol=1e-4, atol=1e-6), name
+
+
+def test_the_layout_shares_the_first_prompt_and_never_a_sampled_token() -> None:
+    samples = two_groups()
+    packs = plan_packs(samples, micro_batch_size=3, min_shared_tokens=8)
+    assert [pack.indices for pack in packs] == [(0, 1, 2), (3, 4, 5)]
+    assert all(pack.shared == FIRST_PROMPT - 1 for pack in packs)  # token K starts each row, unsampled
+    batch = collate_shared(samples[:3], packs[0].shared, PAD_ID)
+    assert batch["prefix_ids"].shape == (1, FIRST_PROMPT - 1)
+    longest = max(sample.num_tokens for sample in samples[:3])
+    assert batch["input_ids"].shape == (3, longest - FIRST_PROMPT + 1)
+    assert batch["loss_mask"][:, 0].sum() == 0
+    for row, sample in enumerate(samples[:3]):
+        assert batch["loss_mask"][row].sum() == sample.loss_mask.sum()
+
+
+def test_shared_logits_equal_the_full_sequences_logits() -> None:
+    model = tiny_model()
+    samples = group_samples("a", seed=1)
+    shared = plan_packs(samples, micro_batch_size=3, min_shared_tokens=8)[0].shared
+    with torch.no_grad():
+        batch = collate(samples, PAD_ID)
+        full = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        rows = forward_logits(model, collate_shared(samples, shared, PAD_ID))
+    for row, sample in enumerate(samples):
+        length = sample.num_tokens - shared
+        assert torch.allclose(rows[row, :length], full[row, shared : sample.num_tokens], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("loss", "micro_batch_size"),
+    [
+        (LossConfig(), 4),
+        (LossConfig(kl_coef=0.1, entropy_coef=0.01), 4),
+        (LossConfig(entropy_coef=0.01, aggregation="seq_mean_token_mean"), 2),
+        (LossConfig(kl_coef=0.1, aggregation="constant", constant_normaliser=16.0), 1),
+    ],
+)
+def test_the_shared_update_equals_the_unshared_one(loss: LossConfig, micro_batch_size: int) -> None:
+    samples = two_groups()
+    update = UpdateConfig(micro_batch_size=micro_batch_size, min_shared_tokens=8, mini_batches=2)
+    assert any(pack.shared for pack in local_packs(samples, update, SINGLE_PROCESS)) == (micro_batch_size > 1)
+    plain = run(samples, dataclasses.replace(update, shared_prefix=False), loss)
+    assert_equal_updates(run(samples, update, loss), plain)
+
+
+def test_a_group_that_diverges_early_shares_only_its_common_start() -> None:
+    diverging = [
+        dataclasses.replace(
+            sample, input_ids=torch.cat([sample.input_ids[:10], (sample.input_ids[10:] + 7 * k) % VOCAB])
+        )
+        for k, sample in enumerate(group_samples("a", seed=1))
+    ]
+    samples = diverging + group_samples("bb", seed=2)
+    assert [pack.shared for pack in plan_packs(samples, 4, min_shared_tokens=8)] == [10, FIRST_PROMPT - 1]
+    assert [pack.shared for pack in plan_packs(samples, 4, min_shared_tokens=16)] == [FIRST_PROMPT - 1]
+    update = UpdateConfig(micro_batch_size=4, min_shared_tokens=8)
+    loss = LossConfig(kl_coef=0.1)
+    assert_equal_updates(
+        run(samples, update, loss), run(samples, dataclasses.replace(update, shared_prefix=False), loss)
+    )
+
+
+def test_epochs_of_shared_updates_end_at_the_same_weights() -> None:
+    samples = two_groups()
+    final = []
+    for shared in (True, False):
+        model = tiny_model()
+        optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
+        update = UpdateConfig(ppo_epochs=2, micro_batch_size=3, mini_batches=2, shared_prefix=shared)
+        ppo_update(model, optimizer, scheduler, samples, PAD_ID, LossConfig(), update)
+        final.append(dict(model.named_parameters()))
+    for name, param in final[0].items():
+        assert torch.allclose(param, final[1][name], atol=1e-5), name
+
+
+def test_truncated_importance_weights_are_those_of_the_unshared_pass() -> None:
+    model = tiny_model()
+    samples = two_groups()
+    shared, shared_metrics = with_tis_weights(
+        model, samples, PAD_ID, LossConfig(tis_cap=1.5), UpdateConfig(min_shared_tokens=8), 1.0
+    )
+    plain, plain_metrics = with_tis_weights(
+        model, samples, PAD_ID, LossConfig(tis_cap=1.5), UpdateConfig(shared_prefix=False), 1.0
+    )
+    for with_prefix, without in zip(shared, plain, strict=True):
+        assert torch.allclose(with_prefix.old_logprobs, without.old_logprobs, atol=1e-5)
+        assert torch.allclose(with_prefix.advantages, without.advantages, atol=1e-5)
+    for name, value in plain_metrics.items():
+        assert shared_metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+    update = UpdateConfig(min_shared_tokens=8)
+    loss = LossConfig(tis_cap=1.5)
+    assert_equal_updates(
+        run(samples, update, loss), run(samples, dataclasses.replace(update, shared_prefix=False), loss)
+    )
+
+
+def test_lora_adapters_get_the_same_gradients() -> None:
+    samples = two_groups()
+    update = UpdateConfig(min_shared_tokens=8)
+    assert_equal_updates(
+        run(samples, update, lora=True),
+        run(samples, dataclasses.replace(update, shared_prefix=False), lora=True),
+    )
+
+
+def test_the_update_runs_the_prefix_once_per_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, ...]] = []
+    original = update_module.shared_prefix_logits
+
+    def counted(model: torch.nn.Module, prefix: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        calls.append(tuple(prefix.shape))
+        return original(model, prefix, *rest)
+
+    monkeypatch.setattr(update_module, "shared_prefix_logits", counted)
+    run(two_groups(), UpdateConfig(micro_batch_size=4, min_shared_tokens=8), LossConfig(kl_coef=0.1))
+    assert calls == [(1, FIRST_PROMPT - 1)] * 4  # two packs, each for the policy and the reference
+
+
+def test_models_it_is_not_made_for_run_unshared(caplog: pytest.LogCaptureFixture) -> None:
+    samples = two_groups()
+    model = tiny_model()
+    setattr(model.config, "model_type", "mystery")  # noqa: B010 (a class attribute, shadowed on the instance)
+    optimizer, scheduler = make_optimizer(model, OptimConfig(lr=0.0))
+    with caplog.at_level(logging.WARNING):
+        ppo_update(
+            model, optimizer, scheduler, samples, PAD_ID, LossConfig(), UpdateConfig(min_shared_tokens=8)
+        )
+    assert "running every episode unshared" in caplog.text and "mystery" in caplog.text
