@@ -1,7 +1,8 @@
 """The trajectory viewer in a real browser: Debian's headless chromium driven by Playwright, against
 `agentrl ui` serving a real SQLite store that holds a run recorded through the real store writer (the
 synthetic sample run: no model). Clicks runs → run → step → filter → episode, asserts what each page shows,
-and saves docs/img/viewer.png; `agentrl runs plot` on the same store saves docs/img/plot.png.
+and takes a screenshot; `agentrl runs plot` on the same store draws a plot. Both go to a temporary folder:
+the README's pictures come from a real run (scripts/readme_images.py).
 
 Needs `chromium` (scripts/setup_extras.sh installs it) and the `playwright` Python package; skips with a
 reason otherwise. Playwright's own browser download is never used.
@@ -33,7 +34,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-IMAGES = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
 def free_port() -> int:
@@ -83,7 +83,7 @@ def viewer(store_url: str, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.slow
-def test_click_through_to_an_episode(viewer: str) -> None:
+def test_click_through_to_an_episode(viewer: str, tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed; run scripts/setup_extras.sh (as root)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the [dev] extra)")
@@ -114,19 +114,18 @@ def test_click_through_to_an_episode(viewer: str) -> None:
             assert page.locator("b.anchor-size").first.inner_text() == "3"
             assert "exit_code=0" in page.locator("div.exec-log").first.inner_text()  # the env's exec log
             assert "What is" in page.locator("#first-observation").inner_text()
-            IMAGES.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(IMAGES / "viewer.png"))
+            page.screenshot(path=str(tmp_path / "viewer.png"))
 
             page.locator("div.turn").nth(1).get_by_role("link").first.click()  # follow an anchor-group link
             assert page.url.split("#")[-1].startswith("turn-")
         finally:
             browser.close()
-    assert (IMAGES / "viewer.png").stat().st_size < 400_000
+    assert (tmp_path / "viewer.png").stat().st_size < 400_000
 
 
 @pytest.mark.slow
-def test_runs_plot_image_for_the_docs(store_url: str) -> None:
-    out = IMAGES / "plot.png"
+def test_runs_plot_draws_a_png(store_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "plot.png"
     result = subprocess.run(
         AGENTRL + ["runs", "plot", "sample-calc", "--db", store_url, "--out", str(out)],
         capture_output=True,
