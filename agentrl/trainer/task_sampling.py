@@ -52,7 +52,8 @@ import numpy as np
 import torch
 
 from agentrl.config import RunConfig
-from agentrl.credit.metrics import DEFAULT_INVALID_PENALTY
+from agentrl.credit import episodes_to_batch
+from agentrl.credit.metrics import DEFAULT_INVALID_PENALTY, zero_variance_group_fraction
 from agentrl.store.repository import load_task_draws
 from agentrl.tasks import AdaptiveConfig, FilterConfig, Task, sample_tasks
 from agentrl.trainer.run import RunContext, play_tasks
@@ -242,20 +243,14 @@ async def play_extra_rounds(sampler: TaskSampler, play: Play, groups: list[Group
 # ---- pure parts ---------------------------------------------------------------------------------------
 
 
-def episode_return(episode: Episode, invalid_penalty: float) -> float:
-    """The return credit assignment sees: the sum over turns of reward minus the penalty at invalid turns
-    (`credit.common.apply_invalid_penalty` then `episode_returns`, summed in the same order)."""
-    total = 0.0
-    for turn in episode.turns:
-        total += turn.reward - invalid_penalty * float(turn.invalid)
-    return total
-
-
 def is_informative(episodes: Sequence[Episode], invalid_penalty: float) -> bool:
-    """Whether a group's usable episodes (not infrastructure failures) have returns that differ: GRPO gives
-    a group of equal returns, or of fewer than two usable episodes, no signal."""
-    returns = {episode_return(e, invalid_penalty) for e in episodes if not e.is_infra_failure}
-    return len(returns) > 1
+    """Whether a group's usable episodes (not infrastructure failures) have returns that differ, counted
+    exactly as the credit metric `zero_variance_group_fraction` counts them: GRPO gives a group of equal
+    returns, or of fewer than two usable episodes, no signal."""
+    usable = [episode for episode in episodes if not episode.is_infra_failure]
+    if len(usable) < 2:
+        return False
+    return zero_variance_group_fraction(episodes_to_batch(usable), invalid_penalty) == 0.0
 
 
 def extra_round_size(need: int, informative: int, played: int, budget_left: int, unplayed: int) -> int:
