@@ -1,7 +1,8 @@
 """What this machine's CPU can do, read once: whether it multiplies bfloat16 natively.
 
-What this is: `native_cpu_bf16`, which the engines and the update consult before running under bf16. What
-this is not: a benchmark; the measured cost of emulated bf16 on an AVX2-only CPU is in the README.
+What this is: `native_cpu_bf16`, which the engines and the update consult before running under bf16, and
+`speed_flags`, which benchmarks report beside their figures. What this is not: a benchmark; the measured
+cost of emulated bf16 on an AVX2-only CPU is in the README.
 """
 
 from __future__ import annotations
@@ -17,17 +18,26 @@ def native_cpu_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 natively (AMX or AVX-512 BF16, and oneDNN can use it). Without
     it, bf16 matmuls are emulated and far slower than fp32, so bf16 autocast must be skipped there, whatever
     the config asks."""
-    flags = _cpu_flags()
+    flags = cpu_flags()
     native = bool(flags & {"amx_bf16", "avx512_bf16"}) if flags else False
     return (
         native and torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     )
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str]:
+    """The flags line of /proc/cpuinfo (empty where there is none)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return set()
     line = next((line for line in text.splitlines() if line.startswith("flags")), "")
     return set(line.partition(":")[2].split())
+
+
+SPEED_FLAGS = frozenset({"amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2"})
+
+
+def speed_flags() -> list[str]:
+    """The flags of this CPU that decide bf16 and matmul speed: what a benchmark names beside its figures."""
+    return sorted(SPEED_FLAGS & cpu_flags())

@@ -38,7 +38,7 @@ from agentrl.agent.engines.cached import CachedEngine
 from agentrl.agent.engines.configs import CachedEngineConfig
 from agentrl.agent.prompting import render_first_prompt
 from agentrl.config import load_config
-from agentrl.cpu import native_cpu_bf16
+from agentrl.cpu import native_cpu_bf16, speed_flags
 from agentrl.memory import choose_allocator
 from agentrl.models import load_model
 from agentrl.tasks import load_tasks
@@ -51,12 +51,6 @@ COPIES: dict[str, tuple[torch.dtype, str]] = {
     "bf16_dither": (torch.bfloat16, "dither"),
     "fp32": (torch.float32, "nearest"),
 }
-
-
-def cpu_flags() -> list[str]:
-    text = Path("/proc/cpuinfo").read_text()
-    flags = set(next(line for line in text.splitlines() if line.startswith("flags")).split(":")[1].split())
-    return sorted(flags & {"amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2"})
 
 
 def held_out_prompts(tokenizer: Any, count: int) -> list[list[int]]:
@@ -194,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         "trainer_mean_abs_delta_logprob": float(trainer_delta.abs().mean()),
         "update_loss": update.get("loss"),
         "copies": copies,
-        "cpu_flags": cpu_flags(),
+        "cpu_flags": speed_flags(),
         "native_cpu_bf16": native_cpu_bf16(),
         "threads": torch.get_num_threads(),
         "command": "bench/sampler_update.py" + (" --quick" if args.quick else f" --turns {turns}"),

@@ -46,7 +46,7 @@ from transformers import PreTrainedTokenizerBase
 
 from agentrl.agent.parsing import format_tool_call
 from agentrl.agent.prompting import end_of_turn_text, render_first_prompt, render_observation_delta
-from agentrl.cpu import native_cpu_bf16
+from agentrl.cpu import native_cpu_bf16, speed_flags
 from agentrl.models import ModelConfig, load_model
 from agentrl.trainer.losses import LossConfig
 from agentrl.trainer.samples import TrainSample, episode_to_sample, plan_packs
@@ -127,14 +127,6 @@ def samples_of(groups: Sequence[Sequence[Episode]]) -> list[TrainSample]:
             advantage = 1.0 if member % 2 else -1.0
             out.append(episode_to_sample(episode, [advantage] * len(episode.turns), 2048))
     return out
-
-
-def cpu_flags() -> list[str]:
-    """The bf16- and vector-related flags of this CPU that decide the update's precision and speed."""
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    wanted = {"amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2"}
-    return sorted(wanted & set(line.partition(":")[2].split()))
 
 
 def tasks(path: str, count: int) -> list[dict[str, Any]]:
@@ -225,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(2)
     groups, rounds = args.groups, args.rounds
     bf16 = not args.fp32 and native_cpu_bf16()
-    flags = cpu_flags()
+    flags = speed_flags()
     result: dict[str, Any] = {
         "groups_per_update": groups,
         "abba_rounds": rounds,
