@@ -19,6 +19,9 @@ steps per estimator, with 95% Student-t bands over seeds) and prints the summary
         final mean held-out success, in env steps, divided by GRPO's mean total env steps; null if never.
         Checkpoints are not interpolated. If GRPO's final mean is not above the base model's, the ratio is
         0 by this definition; `summary.grpo_improved_over_base` says so.
+    summary.gigpo_steps_to_grpo_final_per_seed / _band: the same ratio for each GiGPO seed's own curve (from
+        its first checkpoint on; null if that seed never reaches GRPO's final mean), and the 95% t-band over
+        the seeds that reach it. summary.grpo_final_band_excludes_base: GRPO's final band is above the base.
 
 How: the loop below is `agentrl.trainer.train.sync_loop` (the same rollouts and the same shared step of
 `agentrl/trainer/step.py`: credit, update, weights into the engine, records) with evaluation at checkpoints
@@ -79,11 +82,11 @@ class StudyConfig:
     """What the study runs; every default lives here."""
 
     task: str = "maze"
-    estimators: tuple[str, ...] = ESTIMATORS
+    estimators: tuple[str, ...] = ("grpo", "gigpo")  # the headline pair; add hgpo,salt with --estimators
     seeds: tuple[int, ...] = (0, 1, 2)
-    env_steps: int = 200
-    eval_points: int = 2
-    eval_tasks: int = 16
+    env_steps: int = 2400  # ~30 updates of 8 maze episodes
+    eval_points: int = 4
+    eval_tasks: int = 60  # all of maze/level1's held-out split
     # extra `key=value` overrides for every run: a small budget that fits a 2-core CPU session (see the doc)
     overrides: tuple[str, ...] = ("train.tasks_per_step=2", "train.group_size=4")
     runs_dir: str = "runs/credit_study"
@@ -276,6 +279,19 @@ def steps_to_reach_ratio(
     return None
 
 
+def per_seed_ratios(
+    runs: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, float]], reference_steps: float
+) -> list[float | None]:
+    """Per run: the env steps at which its own curve first reaches `reference`'s final mean, over
+    `reference_steps` (None if it never does); the spread of these gives the ratio its band."""
+    target = reference[-1]["mean"]
+    ratios: list[float | None] = []
+    for run in runs:
+        hit = next((p["env_steps"] for p in run["curve"] if p["success_rate"] >= target), None)
+        ratios.append(hit / reference_steps if hit is not None and reference_steps else None)
+    return ratios
+
+
 def summarise(base: Mapping[str, float], runs: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Mean curves and the per-estimator summary from the runs' summaries (`RunResult.summary`)."""
     curves = {name: mean_curve(base, results) for name, results in runs.items()}
@@ -294,7 +310,12 @@ def summarise(base: Mapping[str, float], runs: Mapping[str, list[dict[str, Any]]
         summary["gigpo_steps_to_grpo_final_ratio"] = steps_to_reach_ratio(
             curves["gigpo"], curves["grpo"], grpo_steps
         )
+        per_seed = per_seed_ratios(runs["gigpo"], curves["grpo"], grpo_steps)
+        summary["gigpo_steps_to_grpo_final_per_seed"] = per_seed
+        reached = [ratio for ratio in per_seed if ratio is not None]
+        summary["gigpo_steps_to_grpo_final_band"] = list(band(reached)[1:]) if reached else None
         summary["grpo_improved_over_base"] = curves["grpo"][-1]["mean"] > base["success_rate"]
+        summary["grpo_final_band_excludes_base"] = curves["grpo"][-1]["low"] > base["success_rate"]
     return {"mean_curves": curves, "summary": summary}
 
 
@@ -389,14 +410,15 @@ def run_child(kind: str, study: StudyConfig, out: Path) -> None:
 
 
 def run_study(study: StudyConfig, kept_only: bool = False) -> dict[str, Any]:
-    """Every (estimator, seed) run, estimator by estimator (so GRPO and GiGPO, the headline pair, finish
-    first), then the report. `kept_only`: no new runs; report on the kept ones and list the missing."""
+    """Every (estimator, seed) run, seed by seed and each seed's estimators in order (so a study cut short
+    still has paired runs, GRPO and GiGPO first), then the report. `kept_only`: no new runs; report on
+    the kept ones and list the missing."""
     started = time.perf_counter()
     base = kept_or_run(study, "base", ["base"])
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in study.estimators}
     missing = []
-    for name in study.estimators:
-        for seed in study.seeds:
+    for seed in study.seeds:  # seed-major: a study cut short still has paired runs of every estimator
+        for name in study.estimators:
             run_name = f"{name}-seed{seed}"
             if kept_only and not (run_dir_of(study) / f"{run_name}.json").is_file():
                 missing.append(run_name)
@@ -424,7 +446,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
     parser.add_argument("--quick", action="store_true", help="1 seed, grpo+gigpo, one tiny train step")
     parser.add_argument("--task", help="config name (configs/TASK.yaml)")
     parser.add_argument("--estimators", help="comma-separated, e.g. grpo,gigpo")
-    parser.add_argument("--seeds", type=int, help="number of seeds (0..N-1)")
+    parser.add_argument("--seeds", type=int, help="number of seeds (FIRST..FIRST+N-1)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--env-steps", type=int, help="env-step budget of every run")
     parser.add_argument("--eval-points", type=int, help="evenly spaced held-out evaluations per run")
     parser.add_argument("--eval-tasks", type=int, help="held-out tasks per evaluation")
@@ -447,8 +470,9 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
         changes["task"] = args.task
     if args.estimators:
         changes["estimators"] = tuple(name.strip() for name in args.estimators.split(",") if name.strip())
-    if args.seeds is not None:
-        changes["seeds"] = tuple(range(args.seeds))
+    if args.seeds is not None or args.first_seed:
+        count = args.seeds if args.seeds is not None else len(study.seeds)
+        changes["seeds"] = tuple(range(args.first_seed, args.first_seed + count))
     for key in ("env_steps", "eval_points", "eval_tasks"):
         if getattr(args, key) is not None:
             changes[key] = getattr(args, key)

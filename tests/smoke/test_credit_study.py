@@ -43,6 +43,15 @@ def test_ratio_is_the_first_checkpoint_reaching_grpos_final_mean() -> None:
     assert credit_study.steps_to_reach_ratio(slower, grpo, 600.0) is None
 
 
+def test_per_seed_ratios_use_each_runs_own_curve() -> None:
+    grpo = [point(0, 0.1), point(300, 0.2), point(600, 0.3)]
+    runs = [
+        {"curve": [{"env_steps": 300, "success_rate": 0.3}, {"env_steps": 600, "success_rate": 0.4}]},
+        {"curve": [{"env_steps": 300, "success_rate": 0.1}, {"env_steps": 600, "success_rate": 0.2}]},
+    ]
+    assert credit_study.per_seed_ratios(runs, grpo, 600.0) == [pytest.approx(0.5), None]
+
+
 @pytest.mark.slow
 def test_quick_study_writes_json_and_plot(tmp_path: Path) -> None:
     out = tmp_path / "study.json"
