@@ -1,0 +1,133 @@
+"""`bench/credit_gym.py`: the pure pieces (bands, thresholds, ratios, features), the SALT = GRPO identity for
+Markov policies, and `--quick` end to end with the direction the GiGPO paper reports on the long-horizon
+maze level (level 3): GiGPO's held-out success beats GRPO's at the same env steps.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import credit_gym  # noqa: E402
+
+T90_DF15 = 1.341  # one-sided 90% Student-t quantile, 15 degrees of freedom (16 paired seeds)
+
+from agentrl.credit import episodes_to_batch, estimate  # noqa: E402
+
+
+def test_band_is_a_student_t_interval() -> None:
+    mean, low, high = credit_gym.band([0.1, 0.2, 0.3])
+    assert mean == pytest.approx(0.2) and high - mean == pytest.approx(4.303 * 0.1 / 3**0.5)
+    assert credit_gym.band([0.4]) == (0.4, 0.4, 0.4)
+    values = list(np.linspace(0.0, 1.0, 20))
+    _, low, high = credit_gym.band(values)
+    assert (high - low) / 2 == pytest.approx(2.093 * np.std(values, ddof=1) / 20**0.5)  # df 19
+    assert credit_gym.t95(27) == 2.060 and credit_gym.t95(500) == 1.96  # untabled df: the smaller one's
+
+
+def test_steps_to_threshold_interpolates_between_checkpoints() -> None:
+    xs = [0, 100, 200, 300]
+    assert credit_gym.steps_to_threshold(xs, [0.1, 0.2, 0.6, 0.7], 0.4) == pytest.approx(150.0)
+    assert credit_gym.steps_to_threshold(xs, [0.5, 0.6, 0.6, 0.7], 0.4) == 0.0
+    assert credit_gym.steps_to_threshold(xs, [0.1, 0.2, 0.3, 0.3], 0.4) is None
+
+
+def test_threshold_is_a_fraction_of_grpos_improvement_over_the_base() -> None:
+    assert credit_gym.threshold_of(0.1, 0.5, 0.8) == pytest.approx(0.42)
+    assert credit_gym.threshold_of(0.1, 0.1, 0.8) is None  # GRPO did not improve: no threshold
+
+
+def test_ratio_vs_grpo_and_its_bootstrap_band() -> None:
+    xs = [0.0, 100.0, 200.0]
+    grpo = np.array([[0.0, 0.2, 0.5], [0.0, 0.2, 0.5]])  # threshold 0.4, reached at 166.7
+    faster = np.array([[0.0, 0.4, 0.6], [0.0, 0.4, 0.6]])  # reached at 100
+    mine, reference, ratio = credit_gym.ratio_vs_grpo(xs, faster, grpo, 0.8)
+    assert reference == pytest.approx(200 / 1.2) and mine == pytest.approx(100.0)
+    assert ratio == pytest.approx(0.6)
+    assert credit_gym.bootstrap_ratio_band(xs, faster, grpo, 0.8, 50) == pytest.approx((0.6, 0.6))
+    never = np.zeros_like(grpo)
+    assert credit_gym.ratio_vs_grpo(xs, never, grpo, 0.8)[2] is None
+    assert credit_gym.bootstrap_ratio_band(xs, never, grpo, 0.8, 50) == (None, None)
+    assert credit_gym.percentile_band([1.0, 2.0, math.inf, 3.0] * 10) == (1.0, math.inf)
+
+
+def test_auc_is_the_mean_success_over_the_budget() -> None:
+    assert credit_gym.auc([0, 100, 200], [0.0, 1.0, 1.0]) == pytest.approx(0.75)
+    assert credit_gym.checkpoints(40000, 5) == [8000, 16000, 24000, 32000, 40000]
+
+
+def test_board_features_read_the_board_the_env_shows() -> None:
+    legend = "Move @ to G. # is a wall. Step on k to take the key; D opens only with it."
+    observation = f"{legend}\n..D.G\nk@#..\n..#.."
+    features = credit_gym.board_features(observation)
+    planes = features[: 4 * 9].reshape(4, 3, 3)  # wall, door, key, goal around the agent
+    directions = features[4 * 9 :].reshape(3, 3, 3)  # goal, key, door: (row sign, column sign) one-hot
+    assert planes[0].tolist() == [[0, 0, 0], [0, 0, 1], [0, 0, 1]]
+    assert planes[1][0, 2] == 1 and planes[2][1, 0] == 1 and planes[3].sum() == 0
+    assert directions[0][0, 2] == 1 and directions[1][1, 0] == 1 and directions[2][0, 2] == 1
+    taken = credit_gym.board_features("You took the key.\n..D.G\n.@#..\n..#..")
+    assert taken[4 * 9 :].reshape(3, 3, 3)[1].sum() == 0  # the key is gone from the board: held
+
+
+def test_salt_gives_a_markov_policy_exactly_grpos_gradient() -> None:
+    """SALT averages GRPO advantages over occurrences of one (s, a, s'); pi(a | s) is the same for all of
+    them, so the policy gradient cannot change (docs/credit_gym.md). GiGPO's does."""
+    config = credit_gym.GymConfig()
+    train, _ = credit_gym.task_split(config, "mlp", 3)
+    actions = credit_gym.action_set(True)
+    policy = credit_gym.make_policy(config, "mlp", 0)
+    assert isinstance(policy, credit_gym.MLPPolicy)
+    envs = [credit_gym.MazeEnv(max_steps=40, level=3) for _ in range(16)]
+    tasks = [task for task in train[:2] for _ in range(8)]
+    played = credit_gym.play(envs, tasks, [t["id"] for t in tasks], policy, actions, np.random.default_rng(3))
+    batch = episodes_to_batch(played.episodes)
+    views = [view for episode in played.views for view in episode]
+    chosen = np.array([a for episode in played.actions for a in episode])
+
+    def gradient(name: str) -> np.ndarray:
+        values = estimate(name, batch)
+        assert values.any()
+        return np.concatenate([g.ravel() for g in copy.deepcopy(policy).gradients(views, chosen, values)])
+
+    grpo, salt, gigpo = gradient("grpo"), gradient("salt"), gradient("gigpo")
+    assert not np.allclose(estimate("grpo", batch), estimate("salt", batch))  # the advantages differ ...
+    np.testing.assert_allclose(salt, grpo, rtol=1e-9, atol=1e-12)  # ... their gradient does not
+    cosine = gigpo @ grpo / np.linalg.norm(gigpo) / np.linalg.norm(grpo)
+    assert cosine < 0.99
+
+
+@pytest.mark.slow  # 32 level-3 runs, ~50 CPU-s: ~30 s on 2 idle cores, 1.5-9 min on this shared machine
+def test_quick_gym_gigpo_beats_grpo_on_the_long_horizon_level(tmp_path: Path) -> None:
+    out = tmp_path / "quick.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "credit_gym.py"), "--quick", "--out", str(out)],
+        check=True,
+        cwd=ROOT,
+        timeout=1800,  # ~50 CPU-s: ~30 s on an idle 2-core machine, minutes on a loaded one
+    )
+    report = json.loads(out.read_text())
+    assert out.with_suffix(".png").is_file()
+    cells = report["results"]["mlp"]["3"]
+    grpo, gigpo = cells["grpo"], cells["gigpo"]
+    assert grpo["seeds"] == gigpo["seeds"] == credit_gym.QUICK.seeds
+    assert grpo["mean_env_steps"] >= credit_gym.QUICK.env_steps[3] <= gigpo["mean_env_steps"]
+    # the same budget: each run stops within one update (4 x 8 episodes of <= 40 steps) of it
+    assert abs(grpo["mean_env_steps"] - gigpo["mean_env_steps"]) <= 4 * 8 * 40
+    # the direction: GiGPO's mean held-out success over the budget (AUC) is higher, and its final success
+    # beats GRPO's paired by seed by more than the seed noise: the one-sided 90% Student-t lower bound of
+    # the per-seed difference is above 0 (docs/credit_gym.md: this run gives 0.36 - 1.341 x 0.115 = 0.21)
+    assert gigpo["auc"]["mean"] > grpo["auc"]["mean"]
+    difference = np.array(gigpo["per_seed_success"])[:, -1] - np.array(grpo["per_seed_success"])[:, -1]
+    assert difference.size == 16
+    lower = difference.mean() - T90_DF15 * difference.std(ddof=1) / math.sqrt(difference.size)
+    assert lower > 0.0, f"GiGPO - GRPO final success: mean {difference.mean():.3f}, lower bound {lower:.3f}"
