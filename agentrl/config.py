@@ -1,4 +1,7 @@
-"""Run configuration: `configs/<task>.yaml` plus dotted `a.b=c` overrides -> one typed, frozen `RunConfig`.
+"""Run configuration: a YAML file plus dotted `a.b=c` overrides -> one typed, frozen `RunConfig`.
+
+Which YAML file: `resolve_config_path` (a `--config PATH`, else `./configs/<task>.yaml`, else the config an
+installed env plugin ships); its docstring is the one statement of that order.
 
 What this is: the composition of the small typed configs each component owns next to its code (ModelConfig
 in models.py, SamplingParams in agent/engines/base.py, LossConfig in trainer/losses.py, ...), plus the few
@@ -110,7 +113,6 @@ class TrainerConfig:
            `agentrl train` re-executes itself under torchrun; rank 0 runs the env service, the engine,
            the rollouts and the store, every rank trains on its share of the samples, and the updated
            weights are gathered into rank 0's engine after each update (`sync_s`).
-
     checkpoint_every: save a resumable checkpoint (weights, optimiser, schedule, RNG, step) every this many
            steps into runs/<run>/checkpoints/ (0: only the final weights); with nproc > 1 every rank
            writes its shards (torch.distributed.checkpoint), and resuming needs the same nproc.
@@ -242,12 +244,14 @@ class RunConfig:
             )
 
 
-def load_config(task: str, overrides: Sequence[str] = (), config_dir: Path = CONFIG_DIR) -> RunConfig:
-    """Read `configs/<task>.yaml`, apply `a.b=c` overrides, and build the typed config."""
-    path = config_dir / f"{task}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in config_dir.glob("*.yaml"))
-        raise ConfigError(f"no config for task {task!r} at {path}; known tasks: {', '.join(known) or 'none'}")
+def load_config(
+    task: str,
+    overrides: Sequence[str] = (),
+    config_dir: Path = CONFIG_DIR,
+    config_path: Path | None = None,
+) -> RunConfig:
+    """Read the task's YAML file (`resolve_config_path`), apply `a.b=c` overrides, build the typed config."""
+    path = resolve_config_path(task, config_path, config_dir)
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping at the top level")
@@ -256,6 +260,37 @@ def load_config(task: str, overrides: Sequence[str] = (), config_dir: Path = CON
         apply_override(data, override)
     fold_credit_options(data)
     return build(RunConfig, data, "")
+
+
+def resolve_config_path(task: str, config_path: Path | None = None, config_dir: Path = CONFIG_DIR) -> Path:
+    """The YAML file a run of `task` reads: the first of
+
+    1. `config_path` (`--config PATH`), a file anywhere; it must exist;
+    2. `<config_dir>/<task>.yaml`, i.e. `./configs/<task>.yaml` in the working directory, when it exists;
+    3. `data/configs/<task>.yaml` of the installed env plugin that ships it (`agentrl.env.plugin_data`).
+
+    The task suites a config names are found the same way: `./tasks/<suite>/` first, else the plugin's
+    (`agentrl.tasks.resolve_suite`). docs/environments.md ("Where a run finds its config and tasks") says
+    the same for plugin authors.
+    """
+    from agentrl.env.plugin_data import shipped_config, shipped_config_names
+
+    if config_path is not None:
+        if not Path(config_path).is_file():
+            raise ConfigError(f"--config {config_path}: no such file; give the path of a run config YAML")
+        return Path(config_path)
+    local = config_dir / f"{task}.yaml"
+    if local.is_file():
+        return local
+    shipped = shipped_config(task)
+    if shipped is not None:
+        return shipped
+    known = sorted({p.stem for p in config_dir.glob("*.yaml")} | set(shipped_config_names()))
+    raise ConfigError(
+        f"no config for task {task!r} at {local} and no installed env plugin ships one; known tasks: "
+        f"{', '.join(known) or 'none'} (`agentrl envs list` shows what each plugin ships); or pass "
+        "--config PATH"
+    )
 
 
 def fold_credit_options(data: dict[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """Task records from `tasks/<suite>/<split>.jsonl`, the uniform draw of a training step's tasks, and the
 typed options of the task samplers.
 
-What this is: reading JSONL task files (one JSON object per line, each with a unique "id"), drawing
+What this is: finding a suite's folder (`resolve_suite`: `./tasks/<suite>/`, else the suite an installed env
+plugin ships), reading JSONL task files (one JSON object per line, each with a unique "id"), drawing
 deterministic uniform batches of them (`sample_tasks`, the `uniform` sampler), and `FilterConfig` /
 `AdaptiveConfig`, the options of the `filtered` and `adaptive` samplers (`tasks.filter.*`,
 `tasks.adaptive.*`; they live here, next to the data they draw from, so `agentrl.config` stays light).
@@ -70,9 +71,32 @@ class AdaptiveConfig:
             raise ValueError(f"tasks.adaptive.exploration must be in [0, 1], got {self.exploration}")
 
 
+def resolve_suite(root: str | Path, suite: str) -> Path:
+    """The folder of a task suite: the first of
+
+    1. `<root>/<suite>/` (`tasks.root`, by default `tasks`, i.e. `./tasks/<suite>/` in the working directory),
+       when that folder exists;
+    2. `data/tasks/<suite>/` of the installed env plugin that ships the suite (`agentrl.env.plugin_data`).
+
+    The same order as the run config's (`agentrl.config.resolve_config_path`): the working directory wins.
+    """
+    from agentrl.env.plugin_data import shipped_suite
+
+    local = Path(root) / suite
+    if local.is_dir():
+        return local
+    shipped = shipped_suite(suite)
+    if shipped is not None:
+        return shipped
+    raise ConfigError(
+        f"task suite {suite!r} not found: no folder {local} and no installed env plugin ships it; check "
+        "tasks.suite / tasks.root in the config, or `agentrl envs list` for the suites plugins ship"
+    )
+
+
 def load_tasks(root: str | Path, suite: str, split: str) -> list[Task]:
-    """All task records of one split, in file order."""
-    path = Path(root) / suite / f"{split}.jsonl"
+    """All task records of one split (`<split>.jsonl` in the folder `resolve_suite` finds), in file order."""
+    path = resolve_suite(root, suite) / f"{split}.jsonl"
     if not path.is_file():
         raise ConfigError(f"task file {path} not found; check tasks.suite / tasks.*_split in the config")
     tasks = [_parse_line(line, path, number) for number, line in enumerate(path.open(), 1) if line.strip()]

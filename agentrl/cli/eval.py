@@ -1,4 +1,7 @@
-"""`agentrl eval --task NAME [key=value ...]`: greedy held-out success rate of the configured model."""
+"""`agentrl eval --task NAME | --config PATH [key=value ...]`: held-out success rate of the configured model.
+
+Which file `--task NAME` reads: `agentrl.config.resolve_config_path`, as for `agentrl train`.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +9,12 @@ import argparse
 import asyncio
 from typing import Any
 
+from agentrl.cli.runconfig import add_config_arguments, load_run_config
+
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("eval", help="held-out success rate of a model on a task")
-    parser.add_argument("--task", required=True, help="config name: configs/TASK.yaml")
+    add_config_arguments(parser)
     parser.add_argument(
         "--service-url",
         metavar="URL",
@@ -23,10 +28,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.config import load_config
     from agentrl.trainer.run import run_eval
 
-    result = asyncio.run(run_eval(load_config(args.task, [*args.overrides, *flag_overrides(args)])))
+    result = asyncio.run(run_eval(load_run_config(args, [*args.overrides, *flag_overrides(args)])))
     print(format_eval("held-out", result))
     return 0
 

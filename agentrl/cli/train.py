@@ -1,4 +1,8 @@
-"""`agentrl train --task NAME [key=value ...]`: train on `configs/NAME.yaml` with dotted overrides."""
+"""`agentrl train --task NAME | --config PATH [key=value ...]`: train on a run config with dotted overrides.
+
+Which file `--task NAME` reads: `agentrl.config.resolve_config_path` (./configs/NAME.yaml, else the config an
+installed env plugin ships).
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,12 @@ import sys
 from typing import Any
 
 from agentrl.cli.eval import format_eval
+from agentrl.cli.runconfig import add_config_arguments, config_arguments, load_run_config
 
 
 def add_parser(commands: Any) -> None:
-    parser = commands.add_parser("train", help="train a policy on a task (configs/TASK.yaml)")
-    parser.add_argument("--task", required=True, help="config name: configs/TASK.yaml")
+    parser = commands.add_parser("train", help="train a policy on a task (configs/TASK.yaml or a plugin's)")
+    add_config_arguments(parser)
     parser.add_argument(
         "--service-url",
         metavar="URL",
@@ -28,13 +33,12 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.config import load_config
     from agentrl.trainer.train import train
 
     overrides = [*args.overrides, *([f"service.url={args.service_url}"] if args.service_url else [])]
-    config = load_config(args.task, overrides)
+    config = load_run_config(args, overrides)
     if config.trainer.nproc > 1 and "WORLD_SIZE" not in os.environ:
-        return launch_ranks(args.task, overrides, config.trainer.nproc)
+        return launch_ranks(config_arguments(args), overrides, config.trainer.nproc)
     from agentrl.trainer.distributed import die_with_parent, exit_rank
 
     under_torchrun = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -52,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def launch_ranks(task: str, overrides: list[str], nproc: int) -> int:
-    """Re-run this command under torchrun with `nproc` ranks on this host (rendezvous on 127.0.0.1)."""
+def launch_ranks(config_args: list[str], overrides: list[str], nproc: int, subcommand: str = "train") -> int:
+    """Re-run this command (`subcommand`: train, or sft) under torchrun with `nproc` ranks on this host
+    (rendezvous on 127.0.0.1)."""
     from agentrl.trainer.distributed import die_with_parent
 
     with socket.socket() as probe:
@@ -68,9 +73,8 @@ def launch_ranks(task: str, overrides: list[str], nproc: int) -> int:
         f"--master_port={port}",
         "-m",
         "agentrl.cli.main",
-        "train",
-        "--task",
-        task,
+        subcommand,
+        *config_args,
         *overrides,
     ]
     # torchrun dies with this process, and its ranks with torchrun (they call die_with_parent themselves)
