@@ -28,6 +28,7 @@ StopReason = Literal[
     "max_turns",  # the runner's turn budget ran out
     "max_tokens",  # the context budget ran out
     "infra_error",  # the sandbox or service failed; the episode is not a training signal
+    "stopped",  # an external harness (agentrl/harness) returned before the env ended the episode
 ]
 
 
@@ -73,6 +74,10 @@ class Turn:
     completion_logprobs: [C_t] sampler log-probabilities of `completion_ids` (at the sampling temperature)
     answer_prob:         IGPO's p_t, the policy's probability of the known answer before this turn; set by
                          the trainer (`agentrl/trainer/answer_probs.py`), None otherwise
+    segment:             the token sequence this turn continues (0 for every turn the runner plays). An
+                         external harness (`agentrl/harness`) that rewrites its history starts a new one: the
+                         turn's `prompt_ids` are then its whole prompt, and each segment is its own sample
+                         (`agentrl.trainer.samples.episode_to_samples`)
     """
 
     index: int
@@ -89,6 +94,7 @@ class Turn:
     truncated: bool = False
     info: Mapping[str, Any] = field(default_factory=dict)
     answer_prob: float | None = None
+    segment: int = 0
 
     @property
     def num_tokens(self) -> int:

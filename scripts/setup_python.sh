@@ -21,5 +21,8 @@ echo "python: installing agentrl and env plugins (editable)"
 PLUGINS=()
 for dir in envs/*/; do [ -f "$dir/pyproject.toml" ] && PLUGINS+=(-e "$dir"); done
 "${PIP[@]}" -e ".[dev]" "${PLUGINS[@]}"
+# mini-swe-agent for the harness tests (agentrl/harness/minisweagent.py): without its dependencies, which are
+# agentrl's own except litellm, textual and prompt_toolkit, none of which the adapter uses
+"${PIP[@]}" --no-deps "mini-swe-agent==2.4.6"
 inputs_hash > "$STAMP"
 echo "python: done"

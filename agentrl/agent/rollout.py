@@ -29,7 +29,7 @@ import hashlib
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -40,6 +40,7 @@ from agentrl.agent.prompting import render_first_prompt, render_observation_delt
 from agentrl.agent.retry import RetryConfig, play_with_retries
 from agentrl.env.core import StepResult
 from agentrl.errors import INFRA_ERRORS
+from agentrl.harness.config import HarnessConfig
 from agentrl.types import Action, Episode, SessionStart, StopReason, Turn
 
 T = TypeVar("T")
@@ -67,6 +68,10 @@ class RolloutConfig:
                         member, attempt, turn), so rollouts are reproducible whatever the batching (the HF
                         engine then samples each request alone: slower; for exact resume tests and
                         debugging)
+    harness:            an external agent harness that plays the episodes instead of `run_episode`, through
+                        an OpenAI-compatible endpoint that records every call (`agentrl/harness`,
+                        docs/harness.md); off by default. `max_turns` then bounds its model calls and
+                        `max_context_tokens` each call's prompt plus `max_tokens`
     """
 
     max_turns: int = 4
@@ -74,6 +79,7 @@ class RolloutConfig:
     instructions: str | None = None
     infra_attempts: int = 3
     seeded_sampling: bool = False
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
 
 
 async def run_episode(
@@ -204,11 +210,14 @@ async def collect_rollouts(
     config: RolloutConfig,
     seed: int,
     progress: bool = True,
+    first_task_index: int = 0,
 ) -> list[Episode]:
     """`group_size` concurrent episodes per task, returned in task order, then member order.
 
     Members of a group share the env seed, so they start from the same state and differ only by what the
     policy samples (what group-relative advantages compare). The nonce keeps group ids unique across calls.
+    `first_task_index` is the index of `tasks[0]` in a longer list that this call plays one block of (a
+    rank's share of a step, `agentrl/trainer/dp_rollouts.py`): the seeds are those the whole list gets.
     """
     nonce = uuid.uuid4().hex[:8]
     with _progress_bar(progress, total=len(tasks) * group_size) as advance:
@@ -223,7 +232,7 @@ async def collect_rollouts(
             return episode
 
         return await run_concurrently(
-            play(i, t, member) for i, t in enumerate(tasks) for member in range(group_size)
+            play(i, t, member) for i, t in enumerate(tasks, first_task_index) for member in range(group_size)
         )
 
 
@@ -269,11 +278,14 @@ async def play_member(
     `config.infra_attempts`); with `config.seeded_sampling` each attempt samples with
     `derive_seed(*seed_parts, attempt)`. `engine_for_attempt` gives the engine each attempt uses."""
     attempts = iter(range(config.infra_attempts))
+    play: Callable[..., Awaitable[Episode]] = run_episode
+    if config.harness.enabled:  # an external harness plays the episode (agentrl/harness, docs/harness.md)
+        from agentrl.harness.runner import run_harness_episode as play
 
     def attempt() -> Awaitable[Episode]:
         number = next(attempts)
         sampler = derive_seed(*seed_parts, number) if config.seeded_sampling else None
-        return run_episode(
+        return play(
             client, engine_for_attempt(), env_id, task, env_seed, group_id, sampling, config,
             sampler_seed=sampler,
         )  # fmt: skip

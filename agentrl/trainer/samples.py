@@ -25,7 +25,7 @@ not training signal) before calling `episode_to_sample`; the per-step sample mod
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -76,6 +76,29 @@ def episode_to_sample(episode: Episode, step_advantages: Sequence[float], max_le
         advantages=torch.tensor(advantages, dtype=torch.float32),
         group_key=episode.group_id,
     )
+
+
+def episode_to_samples(
+    episode: Episode, step_advantages: Sequence[float], max_length: int
+) -> list[TrainSample]:
+    """One sample per token segment (`Turn.segment`): the `concat` sample for an episode the runner played
+    (one segment), and for an external harness that rewrote its history (`agentrl/harness`) one sample per
+    sequence it sent, each turn with its own advantage, each cut at `max_length`. Nothing is re-tokenised:
+    a segment's first turn holds its whole prompt."""
+    segments = sorted({turn.segment for turn in episode.turns})
+    if len(segments) <= 1:
+        return [episode_to_sample(episode, step_advantages, max_length)]
+    if len(step_advantages) != len(episode.turns):
+        raise ValueError(
+            f"episode {episode.episode_id} has {len(episode.turns)} turns "
+            f"but {len(step_advantages)} advantages"
+        )
+    samples = []
+    for segment in segments:
+        chosen = [(t, a) for t, a in zip(episode.turns, step_advantages, strict=True) if t.segment == segment]
+        part = replace(episode, turns=tuple(turn for turn, _ in chosen))
+        samples.append(episode_to_sample(part, [advantage for _, advantage in chosen], max_length))
+    return samples
 
 
 def _turn_columns(turn: Turn, advantage: float) -> tuple[Sequence[float], ...]:

@@ -39,7 +39,7 @@ from agentrl.tasks import Task
 from agentrl.trainer import checkpoint, distributed
 from agentrl.trainer.answer_probs import attach_answer_probs
 from agentrl.trainer.run import RunContext
-from agentrl.trainer.samples import TrainSample, episode_to_sample
+from agentrl.trainer.samples import TrainSample, episode_to_samples
 from agentrl.trainer.update import DataParallel, make_optimizer, ppo_update
 from agentrl.types import Episode
 
@@ -181,9 +181,10 @@ def training_samples(
     sampling does; this saves most of the update time when many groups are all-correct or all-wrong.
     """
     return [
-        episode_to_sample(episode, advantage, max_length)
+        sample
         for episode, advantage in zip(episodes, advantages, strict=True)
         if keep_all or any(value != 0.0 for value in advantage)
+        for sample in episode_to_samples(episode, advantage, max_length)  # one per segment (harness episodes)
     ]
 
 
