@@ -88,7 +88,8 @@ class StudyConfig:
     eval_points: int = 4
     eval_tasks: int = 60  # all of maze/level1's held-out split
     # extra `key=value` overrides for every run: a small budget that fits a 2-core CPU session (see the doc)
-    overrides: tuple[str, ...] = ("train.tasks_per_step=2", "train.group_size=4")
+    # and the lr the GRPO-only sweep chose by the doc's rule before any GiGPO run (credit_study.md, part 1)
+    overrides: tuple[str, ...] = ("train.tasks_per_step=2", "train.group_size=4", "optim.lr=1e-4")
     runs_dir: str = "runs/credit_study"
     out: Path = RESULTS / "credit_study.json"
     plot: Path = RESULTS / "credit_study.png"
