@@ -397,6 +397,20 @@ def kept_or_run(study: StudyConfig, name: str, argv: list[str]) -> dict[str, Any
     return dict(json.loads(path.read_text())["result"])
 
 
+def code_version() -> str:
+    """The commit this checkout is at, with "+dirty" when tracked files differ from it ("unknown" outside
+    git): recorded with each kept run, since a study may span sessions and commits."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=here, capture_output=True).returncode
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
 def run_child(kind: str, study: StudyConfig, out: Path) -> None:
     """`--child base` or `--child ESTIMATOR:SEED`: one evaluation or one training run, summary to `out`."""
     choose_allocator()  # see agentrl/memory.py: a study run reached 14 GB under glibc's defaults
@@ -406,7 +420,7 @@ def run_child(kind: str, study: StudyConfig, out: Path) -> None:
         name, seed = kind.split(":")
         result = asyncio.run(train_run(study, name, int(seed))).summary()
     result["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    record = {"study": fingerprint(study), "result": result}
+    record = {"study": fingerprint(study), "result": result, "code_version": code_version()}
     out.write_text(json.dumps(record, indent=2) + "\n")
 
 
