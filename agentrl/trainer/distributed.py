@@ -3,9 +3,11 @@
 What this is: `init_from_env()` joins the process group torchrun set up (gloo on CPU, NCCL on GPU) and
 returns this rank's `DataParallel`; `shard_model` wraps every decoder layer and then the root with
 `torch.distributed.fsdp.fully_shard` (FSDP2; bf16 parameters with fp32 gradient reduction on GPU, plain
-fp32 on CPU); `full_state_dict` gathers the sharded weights into one CPU state dict (rank 0 receives it),
-which is how a colocated sampling engine gets the updated weights; `broadcast` ships Python objects (the
-step's training samples) from rank 0 to every rank.
+fp32 on CPU); `full_state_dict` gathers the sharded weights into one state dict (on rank 0, or on every
+rank when every rank samples: `trainer.dp_rollouts`), which is how a colocated sampling engine gets the
+updated weights; `broadcast` ships Python objects (the step's training samples, a rollout order) from rank 0
+to every rank and `gather_to_rank0` the other way (each rank's episodes); `off_loop` runs such a collective
+in a worker thread, so that a rank waiting for the others keeps answering its env sessions.
 
 `die_with_parent()` makes the kernel SIGKILL this process when its parent exits: torchrun starts each rank in
 a session of its own, so without it a SIGKILL of `agentrl train` (or the OOM killer) would leave the ranks
@@ -19,11 +21,13 @@ itself under torchrun).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -33,6 +37,7 @@ from agentrl.memory import load_libc
 from agentrl.trainer.update import SINGLE_PROCESS, DataParallel
 
 PR_SET_PDEATHSIG = 1  # prctl option, from <linux/prctl.h>
+T = TypeVar("T")
 
 
 LIBC = load_libc()  # loaded at import, so `die_with_parent` can run as a `preexec_fn` (after fork)
@@ -85,11 +90,13 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return list(layers)
 
 
-def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The full, unsharded weights on CPU: every rank must call this; rank 0 receives them, others {}."""
+def full_state_dict(model: torch.nn.Module, every_rank: bool = False) -> dict[str, torch.Tensor]:
+    """The full, unsharded weights: every rank must call this. Rank 0 receives them on CPU and the others
+    {}; with `every_rank`, every rank receives them, on the model's device. Both all-gather every shard
+    (torch's rank-0-only path drops the result on the other ranks), so `every_rank` costs no more traffic."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    options = StateDictOptions(full_state_dict=True, cpu_offload=not every_rank)
     return {
         name: torch.as_tensor(value) for name, value in get_model_state_dict(model, options=options).items()
     }
@@ -102,6 +109,28 @@ def broadcast(obj: Any, parallel: DataParallel) -> Any:
     box = [obj if parallel.rank == 0 else None]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def gather_to_rank0(obj: Any, parallel: DataParallel) -> list[Any]:
+    """`obj` of every rank, in rank order, on rank 0 (pickled); the other ranks get []."""
+    if parallel.world_size == 1:
+        return [obj]
+    box: list[Any] | None = [None] * parallel.world_size if parallel.rank == 0 else None
+    dist.gather_object(obj, box, dst=0)
+    return box if box is not None else []
+
+
+async def off_loop(collective: Callable[..., T], *args: Any) -> T:
+    """Run a blocking collective (`broadcast`, `gather_to_rank0`) in a worker thread, so that the event loop
+    keeps serving (WebSocket keep-alives of the env client) while this rank waits for the others. On GPU
+    the thread first selects this rank's device, which object collectives over NCCL run on."""
+
+    def run() -> T:
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        return collective(*args)
+
+    return await asyncio.to_thread(run)
 
 
 def close(parallel: DataParallel) -> None:

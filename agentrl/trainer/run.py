@@ -2,8 +2,9 @@
 
 What this is: `open_run` (the store row, the run folder, the env service or client, the engine, the W&B
 mirror; all closed in reverse order whatever happens), `RunContext` (what it yields), `play_tasks` (G
-episodes per task through the engine), `evaluate` / `run_eval` (held-out success), `log_metrics`,
-`save_final_weights`, and the small pure summaries of a step's episodes.
+episodes per task through the engine, or through every rank's: `dp_rollouts.py`), `evaluate` / `run_eval`
+(held-out success), `log_metrics`, `save_final_weights`, and the small pure summaries of a step's
+episodes.
 
 What this is not: a training loop. The loops are `agentrl/trainer/train.py` (sync, and the ranks that only
 update) and `agentrl/trainer/async_loop.py`; the step they share is `agentrl/trainer/step.py`.
@@ -37,6 +38,7 @@ from agentrl.store.wandb_sink import WandbSink
 from agentrl.store.writer import StoreWriter
 from agentrl.tasks import Task, load_tasks
 from agentrl.trainer import checkpoint
+from agentrl.trainer.dp_rollouts import PlayOrder, RolloutRanks
 from agentrl.types import Episode
 
 console = Console(stderr=True)
@@ -55,6 +57,7 @@ class RunContext:
     writer: StoreWriter
     store: Any  # a SQLAlchemy engine (agentrl.store.repository.open_store)
     sink: WandbSink | None = None  # the W&B mirror, when `metrics.wandb_project` is set
+    ranks: RolloutRanks | None = None  # every rank plays a share (`trainer.dp_rollouts`), or rank 0 alone
 
 
 @dataclass(frozen=True)
@@ -125,8 +128,12 @@ def resume_point(config: RunConfig) -> Resume | None:
 async def play_tasks(
     ctx: RunContext, tasks: Sequence[Task], group_size: int, sampling: SamplingParams, seed: int
 ) -> list[Episode]:
-    """`group_size` episodes of each task through the run's engine (`collect_rollouts`)."""
+    """`group_size` episodes of each task through the run's engine (`collect_rollouts`), or through every
+    rank's engine with data-parallel rollouts (`agentrl/trainer/dp_rollouts.py`)."""
     config = ctx.config
+    if ctx.ranks is not None:
+        order = PlayOrder(list(tasks), group_size, sampling, seed)
+        return await ctx.ranks.play(ctx.client, ctx.engine, config, order, progress=console.is_terminal)
     return await collect_rollouts(
         ctx.client,
         ctx.engine,

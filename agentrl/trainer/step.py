@@ -202,9 +202,12 @@ class WeightsOut(Protocol):
 
 @dataclass(frozen=True)
 class IntoEngine:
-    """Sync mode, rank 0: the engine releases its memory for the update and loads the new weights after."""
+    """Sync mode, a rank with an engine (rank 0; every rank with `trainer.dp_rollouts`): the engine
+    releases its memory for the update and loads the new weights after; `every_rank` when every rank's
+    engine receives them (all ranks must agree)."""
 
     engine: PolicyEngine
+    every_rank: bool = False
 
     def before(self) -> None:
         self.engine.release_memory()
@@ -213,7 +216,7 @@ class IntoEngine:
         if not changed:
             self.engine.retake_memory()
             return {"sync_s": 0.0}
-        return {"sync_s": publish_weights(self.engine, learner)}
+        return {"sync_s": publish_weights(self.engine, learner, self.every_rank)}
 
 
 class GatherOnly:
@@ -228,15 +231,17 @@ class GatherOnly:
         return {}
 
 
-def publish_weights(engine: PolicyEngine, learner: Learner) -> float:
+def publish_weights(engine: PolicyEngine, learner: Learner, every_rank: bool = False) -> float:
     """Seconds to make the engine sample with the learner's weights: nothing to copy when the learner
     trains the engine's own module (hf, cached; vLLM still pushes them into its own copy); the gathered
-    shards with several ranks, or the async copy's weights, loaded into the engine's module otherwise."""
+    shards with several ranks, or the async copy's weights, loaded into the engine's module otherwise.
+    With several ranks this is collective: rank 0 calls it and the others `GatherOnly`, or, `every_rank`,
+    every rank calls it with its own engine."""
     started = time.perf_counter()
     if learner.policy is engine.module:
         engine.load_weights(None)
     else:
-        engine.load_weights(distributed.full_state_dict(learner.policy))
+        engine.load_weights(distributed.full_state_dict(learner.policy, every_rank))
     return time.perf_counter() - started
 
 
@@ -246,7 +251,7 @@ async def update_step(
     """Phase 2 on every rank: rank 0's `samples` to all ranks (the others pass None), the update in a worker
     thread, then the weights out. Returns the update's metrics with `update_s` and the sync times."""
     started = time.perf_counter()
-    shared = distributed.broadcast(samples, learner.parallel)
+    shared = await distributed.off_loop(distributed.broadcast, samples, learner.parallel)
     weights_out.before()
     update = await asyncio.to_thread(learner.update, shared)
     update_s = time.perf_counter() - started
