@@ -22,6 +22,7 @@ only inside this module's functions, when a fleet is used (`pip install 'agentrl
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -117,7 +118,7 @@ def connect(address: str) -> Any:
             ray.init(
                 address=address,
                 namespace=NAMESPACE,
-                logging_level="WARNING",
+                logging_level=logging.WARNING,
                 log_to_driver=False,
             )
         except ConnectionError as exc:
