@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,7 +184,10 @@ def fleet_up(spec: FleetSpec) -> list[ReplicaInfo]:
             runtime_env=replica_runtime_env(),
         )
         handles.append((name, options.remote(name, spec)))
-    return [describe(ray, name, handle, spec.startup_timeout_s + 30.0) for name, handle in handles]
+    # Ray starts a node's worker processes a few at a time (as many as it has CPUs), so a node's replicas
+    # may come up one after another: wait for them all against one deadline
+    deadline = time.monotonic() + spec.startup_timeout_s * spec.replicas_per_node + 30.0
+    return [describe(ray, name, handle, max(1.0, deadline - time.monotonic())) for name, handle in handles]
 
 
 def replica_runtime_env() -> dict[str, Any]:

@@ -43,7 +43,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     )
     try:
         for _ in range(2):
-            local.add_node(num_cpus=1, resources={"agentrl_env": 1}, node_ip_address="127.0.0.1")
+            local.add_node(num_cpus=2, resources={"agentrl_env": 1}, node_ip_address="127.0.0.1")
         local.wait_for_nodes()
         yield local
     finally:
@@ -105,7 +105,7 @@ def test_a_run_survives_losing_a_ray_worker_with_every_episode_stored_once(
 ) -> None:
     address = cluster.address
     up = agentrl("fleet", "up", "--ray", address, "--replicas-per-node", "2")
-    assert up.returncode == 0, up.stderr[-3000:]
+    assert up.returncode == 0, up.stdout + up.stderr[-3000:]
     replicas = replicas_of(up.stdout)
     assert len(replicas) == 4
     assert all(entry["url"].startswith("http://127.0.0.1:") for entry in replicas)
