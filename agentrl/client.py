@@ -14,14 +14,16 @@ module never imports the service.
 Every request (and the WebSocket handshake) carries `Authorization: Bearer <token>` when a token is given
 or set in AGENTRL_SERVICE_TOKEN.
 
-Replicas: `EnvClient([url_a, url_b])`. `create_session` goes round robin to the next replica not recently
-seen failing, and on an unreachable, full or failing replica tries the next one; a session then stays
-pinned to the replica that created it, because only that replica holds its env. If that replica dies,
-`step` raises `ServiceUnavailable` and the runner ends the episode as an infrastructure failure
+Replicas: `EnvClient([url_a, url_b])`, or a fleet whose replicas come and go: `EnvClient(urls, discover=...)`
+asks `discover` for the live ones every `ClientConfig.rediscover_s` and whenever none it knows can take a
+session (`agentrl/service/ray_fleet.py`). `create_session` goes round robin to the next replica not recently
+seen failing, and on an unreachable, full or failing replica tries the next one; a session then stays pinned
+to the replica that created it, because only that replica holds its env. If that replica dies, `step` raises
+`ServiceUnavailable` and the runner ends the episode as an infrastructure failure
 (`stop_reason="infra_error"`); the next episode's `create_session` lands on a live replica. Over "ws" a
-session is also pinned to its socket: the service closes a socket's sessions when it closes, so once a
-socket is lost its sessions' steps raise `ServiceUnavailable` (never retried), closing them is a no-op, and
-the next `create_session` on that replica opens a new socket.
+session is also pinned to its socket: the service closes a socket's sessions when it closes, so once a socket
+is lost its sessions' steps raise `ServiceUnavailable` (never retried), closing them is a no-op, and the next
+`create_session` on that replica opens a new socket.
 
 Retries: only idempotent calls (`health`, `list_envs`, `close_session`) are retried, a bounded number of
 times with exponential backoff, on connection errors and 429/502/503/504, waiting Retry-After when the
@@ -58,7 +60,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
@@ -108,6 +110,8 @@ class ClientConfig:
     transport:          the wire for sessions: "http" (one request per call) or "ws" (one multiplexed
                         WebSocket per replica; much faster, see the module docstring)
     ws_max_message_bytes: largest frame of replies accepted over "ws"
+    rediscover_s:       with a `discover` callable (a Ray fleet), ask it for the live replicas at most this
+                        often, and at once when no known replica can take a session
     """
 
     timeout_s: float = 120.0
@@ -119,6 +123,11 @@ class ClientConfig:
     down_for_s: float = 5.0
     transport: Transport = "http"
     ws_max_message_bytes: int = 64 * 1024 * 1024
+    rediscover_s: float = 10.0
+
+
+Discover = Callable[[], Awaitable[Sequence[str]]]
+"""Returns the URLs of the replicas alive now (`agentrl.service.ray_fleet.RayReplicas.discover`)."""
 
 
 @dataclass
@@ -139,6 +148,7 @@ class EnvClient:
         timeout_s: float | None = None,
         token: str | None = None,
         config: ClientConfig | None = None,
+        discover: Discover | None = None,
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls:
@@ -167,6 +177,8 @@ class EnvClient:
         self._sockets: dict[str, WsConnection] = {}  # by replica url, over "ws"
         self._socket_locks: dict[str, asyncio.Lock] = {}
         self._session_sockets: dict[str, WsConnection] = {}  # the socket each session was created on
+        self._discover = discover
+        self._discovered_at = time.monotonic()
 
     async def __aenter__(self) -> EnvClient:
         return self
@@ -185,15 +197,20 @@ class EnvClient:
     async def create_session(self, env_id: str, task: Mapping[str, Any], seed: int) -> SessionStart:
         body = {"env_id": env_id, "task": dict(task), "seed": seed}
         failures: list[str] = []
-        for replica in self._rotation():
-            try:
-                data = await self._create_on(replica, body)
-            except ServiceUnavailable as exc:
-                failures.append(str(exc))
-                continue
-            start = SessionStart(**data)
-            self._pinned[start.session_id] = replica
-            return start
+        if time.monotonic() - self._discovered_at >= self.config.rediscover_s:
+            await self._rediscover(failures)
+        for _ in range(2 if self._discover is not None else 1):  # with a fleet, once more after asking it
+            for replica in self._rotation():
+                try:
+                    data = await self._create_on(replica, body)
+                except ServiceUnavailable as exc:
+                    failures.append(str(exc))
+                    continue
+                start = SessionStart(**data)
+                self._pinned[start.session_id] = replica
+                return start
+            if not await self._rediscover(failures):
+                break
         raise ServiceUnavailable(
             f"no env service replica could create a session ({len(failures)} tried): " + " | ".join(failures)
         )
@@ -247,6 +264,24 @@ class EnvClient:
             except ServiceError:
                 continue
         return False
+
+    async def _rediscover(self, failures: list[str]) -> bool:
+        """Ask `discover` for the live replicas and use them from now on (sessions stay on theirs); False
+        when there is nothing to ask or it failed (the reason goes to `failures`)."""
+        if self._discover is None:
+            return False
+        self._discovered_at = time.monotonic()
+        try:
+            urls = [url.rstrip("/") for url in await self._discover()]
+        except ServiceUnavailable as exc:
+            failures.append(str(exc))
+            return False
+        if not urls:
+            return False
+        known = {replica.url: replica for replica in self.replicas}
+        self.replicas = [known.get(url) or Replica(url) for url in urls]
+        self._next %= len(self.replicas)
+        return True
 
     def _rotation(self) -> list[Replica]:
         """Every replica once, starting after the last one used; those seen failing recently go last."""

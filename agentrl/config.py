@@ -196,13 +196,35 @@ class EvalConfig:
 class ServiceConfig:
     """The env service. With no `url`, `agentrl train` starts an embedded service on 127.0.0.1.
 
+    url: a running service or a load balancer in front of a fleet; "ray://HOST:PORT" is the Ray fleet
+            reached through Ray Client (the same as `fleet=ray ray_address=ray://HOST:PORT`).
+    fleet: "ray" for the env-service replicas that `agentrl fleet up` started on the Ray cluster at
+            `ray_address` (`agentrl/service/ray_fleet.py`); the client finds the live ones and asks again
+            when they change.
+    ray_address: the Ray cluster, as `ray.init` takes it ("HOST:PORT" of the head, "ray://HOST:10001",
+            "auto").
     client: how the runner talks to it, e.g. `service.client.transport=ws` (one multiplexed WebSocket per
             replica: several times the steps/s of "http" at high concurrency; with a load balancer in
             front, list the replicas instead or keep "http", since one socket stays on one replica).
     """
 
     url: str | None = None
+    fleet: str | None = None
+    ray_address: str = "auto"
     client: ClientConfig = field(default_factory=ClientConfig)
+
+    def __post_init__(self) -> None:
+        if self.fleet not in (None, "ray"):
+            raise ConfigError(f"service.fleet={self.fleet!r} is unknown; use service.fleet=ray or unset it")
+        if self.fleet and self.url:
+            raise ConfigError("set service.url or service.fleet=ray, not both (a ray:// url is a fleet)")
+
+    @property
+    def ray_fleet_address(self) -> str | None:
+        """The Ray cluster whose fleet this run uses, or None when it uses a URL or an embedded service."""
+        if self.url and self.url.startswith("ray://"):
+            return self.url
+        return self.ray_address if self.fleet == "ray" else None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from agentrl.cli import db, envs, eval, runs, sandbox, serve, train, ui
+from agentrl.cli import db, envs, eval, fleet, runs, sandbox, serve, train, ui
 from agentrl.errors import AgentRLError, EnvPluginError
 from agentrl.memory import choose_allocator
 
@@ -34,6 +34,7 @@ SUBCOMMANDS = {
     "db": db,
     "ui": ui,
     "serve": serve,
+    "fleet": fleet,
 }
 
 

@@ -1,6 +1,8 @@
-"""`EmbeddedService`: run the env service as a child process on a free loopback port, for one `with` block.
+"""`EmbeddedService`: run the env service as a child process on a free port (loopback unless told), for one
+`with` block.
 
-What this is: what `agentrl train`/`eval` and the integration tests use when no service URL is given. The
+What this is: what `agentrl train`/`eval` and the integration tests use when no service URL is given, and what
+each replica of a Ray fleet runs (`agentrl/service/ray_fleet.py`). The
 child is `python -m agentrl.service` under the same interpreter and with the parent's import path (so a
 module the parent can import, e.g. a test env, can be preloaded); its output goes to a log file the caller
 names. Startup waits for `/healthz`; if the child dies first, the error carries the log's tail.
@@ -30,11 +32,16 @@ from agentrl.service.server import PARENT_PID_ENV
 LOOPBACK = "127.0.0.1"
 
 
-def free_loopback_port() -> int:
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port free on `host` now (the kernel's pick; another process may take it before we bind)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
+        probe.bind((host, 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def free_loopback_port() -> int:
+    return free_port(LOOPBACK)
 
 
 def log_tail(path: Path, lines: int = 30) -> str:
@@ -55,8 +62,12 @@ class EmbeddedService:
         env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
         startup_timeout_s: float = 30.0,
         stop_timeout_s: float = 10.0,
+        host: str = LOOPBACK,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.log_path = Path(log_path)
+        self.host = host  # anything but loopback needs AGENTRL_SERVICE_TOKEN (the service refuses otherwise)
+        self.extra_args = tuple(extra_args)  # more `python -m agentrl.service` options, e.g. --max-sessions
         self.preload = tuple(preload)
         self.env_kwargs = env_kwargs
         self.startup_timeout_s = startup_timeout_s
@@ -68,7 +79,7 @@ class EmbeddedService:
     def url(self) -> str:
         if self._process is None:
             raise ServiceUnavailable("the embedded env service is not running; use it inside `with`")
-        return f"http://{LOOPBACK}:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def __enter__(self) -> EmbeddedService:
         self.start()
@@ -80,7 +91,7 @@ class EmbeddedService:
         self.stop()
 
     def start(self) -> None:
-        self.port = free_loopback_port()
+        self.port = free_port(self.host)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
@@ -104,12 +115,12 @@ class EmbeddedService:
             process.wait()
 
     def _command(self) -> list[str]:
-        command = [sys.executable, "-m", "agentrl.service", "--host", LOOPBACK, "--port", str(self.port)]
+        command = [sys.executable, "-m", "agentrl.service", "--host", self.host, "--port", str(self.port)]
         for module in self.preload:
             command += ["--preload", module]
         if self.env_kwargs:
             command += ["--env-kwargs", json.dumps({k: dict(v) for k, v in self.env_kwargs.items()})]
-        return command
+        return [*command, *self.extra_args]
 
     def _child_environment(self) -> dict[str, str]:
         path = [entry or os.getcwd() for entry in sys.path]
@@ -130,7 +141,7 @@ class EmbeddedService:
                     f"the embedded env service exited with code {code} before answering /healthz. "
                     f"Last lines of {self.log_path}:\n{log_tail(self.log_path)}"
                 )
-            if _answers(f"http://{LOOPBACK}:{self.port}/healthz"):
+            if _answers(f"{self.url}/healthz"):
                 return
             time.sleep(0.1)
         raise ServiceUnavailable(

@@ -90,8 +90,7 @@ async def open_run(config: RunConfig, kind: str, resume: Resume | None = None) -
     status = "failed"
     async with AsyncExitStack() as stack:
         writer = stack.enter_context(StoreWriter(store))
-        service_url = config.service.url or start_service(stack, config, run_dir)
-        client = await stack.enter_async_context(EnvClient(service_url, config=config.service.client))
+        client = await stack.enter_async_context(await open_client(stack, config, run_dir))
         engine = build_engine(
             config.engine,
             config.model,
@@ -241,6 +240,21 @@ def save_final_weights(ctx: RunContext) -> Path:
     ctx.engine.tokenizer.save_pretrained(path)
     console.print(f"saved the final weights to {path}")
     return path
+
+
+async def open_client(stack: AsyncExitStack, config: RunConfig, run_dir: Path) -> EnvClient:
+    """The env client of this run: on the Ray fleet's live replicas (re-asked as they change), on
+    `service.url`, or on an embedded service started for this run."""
+    address = config.service.ray_fleet_address
+    if address is not None:
+        from agentrl.service.ray_fleet import RayReplicas
+
+        replicas = RayReplicas(address)
+        urls = await replicas.discover()
+        console.print(f"env fleet on Ray at {address}: {len(urls)} replicas")
+        return EnvClient(urls, config=config.service.client, discover=replicas.discover)
+    service_url = config.service.url or start_service(stack, config, run_dir)
+    return EnvClient(service_url, config=config.service.client)
 
 
 def start_service(stack: AsyncExitStack, config: RunConfig, run_dir: Path) -> str:

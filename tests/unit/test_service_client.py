@@ -167,3 +167,61 @@ def test_retry_delay_backs_off_exponentially_with_caps() -> None:
     assert retry_delay(0, 3.0, config) == 3.0 and retry_delay(0, 60.0, config) == 10
     assert parse_retry_after("5") == 5.0 and parse_retry_after("-1") == 0.0
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") is None and parse_retry_after(None) is None
+
+
+def test_a_fleet_client_asks_for_live_replicas_when_its_own_are_gone_and_when_stale() -> None:
+    """`discover` (a Ray fleet's live replicas) replaces the list when no known replica can take a session
+    and every `rediscover_s`; sessions stay pinned to the replica that holds them."""
+
+    async def main() -> None:
+        apps = {httpx.URL(url).host: create_app(ServiceSettings()) for url in URLS}
+        live = [URLS[0]]
+        asked: list[int] = []
+
+        async def discover() -> list[str]:
+            asked.append(len(live))
+            return list(live)
+
+        async with contextlib.AsyncExitStack() as stack:
+            for app in apps.values():
+                await stack.enter_async_context(app.router.lifespan_context(app))
+            transport = Replicas(apps)
+            config = ClientConfig(retries=0, backoff_s=0.001, down_for_s=60, rediscover_s=3600)
+            client = await stack.enter_async_context(
+                EnvClient([URLS[0]], transport=transport, config=config, discover=discover)
+            )
+            on_a = await client.create_session(GUESS_NUMBER_ID, {"target": 1}, seed=0)
+            assert asked == []  # nothing failed and the list is fresh
+            transport.dead.add("replica-a.test")  # a's node died; the fleet restarted it as b
+            live[:] = [URLS[1]]
+            on_b = await client.create_session(GUESS_NUMBER_ID, {"target": 1}, seed=0)
+            assert asked == [1] and [r.url for r in client.replicas] == [URLS[1]]
+            assert _live(apps) == [1, 1]
+            with pytest.raises(ServiceUnavailable):  # the session on a stays pinned to a: an infra failure
+                await client.step(on_a.session_id, _guess(1))
+            assert (await client.step(on_b.session_id, _guess(1))).reward == 1.0
+
+            transport.dead.clear()  # a came back; the client learns it at the next stale check
+            live[:] = URLS
+            client.config = ClientConfig(retries=0, rediscover_s=0.0)
+            await client.create_session(GUESS_NUMBER_ID, {}, seed=0)
+            assert [r.url for r in client.replicas] == URLS
+
+    asyncio.run(main())
+
+
+def test_a_fleet_with_no_live_replica_raises_one_infra_error_naming_why() -> None:
+    async def main() -> None:
+        async def discover() -> list[str]:
+            raise ServiceUnavailable("no env-service replica of the Ray fleet answers")
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            raise httpx.ConnectError("connection refused", request=request)
+
+        transport = httpx.MockTransport(handler)
+        async with EnvClient(URLS[0], transport=transport, config=FAST, discover=discover) as client:
+            with pytest.raises(ServiceUnavailable, match="Ray fleet answers") as caught:
+                await client.create_session(GUESS_NUMBER_ID, {}, seed=0)
+            assert isinstance(caught.value, INFRA_ERRORS)
+
+    asyncio.run(main())
