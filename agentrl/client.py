@@ -112,6 +112,8 @@ class ClientConfig:
     ws_max_message_bytes: largest frame of replies accepted over "ws"
     rediscover_s:       with a `discover` callable (a Ray fleet), ask it for the live replicas at most this
                         often, and at once when no known replica can take a session
+    fleet_wait_s:       with `discover`, how long `create_session` keeps asking (with backoff) while no
+                        replica can take a session, e.g. while the fleet restarts the replicas of a lost node
     """
 
     timeout_s: float = 120.0
@@ -124,6 +126,7 @@ class ClientConfig:
     transport: Transport = "http"
     ws_max_message_bytes: int = 64 * 1024 * 1024
     rediscover_s: float = 10.0
+    fleet_wait_s: float = 300.0
 
 
 Discover = Callable[[], Awaitable[Sequence[str]]]
@@ -199,7 +202,9 @@ class EnvClient:
         failures: list[str] = []
         if time.monotonic() - self._discovered_at >= self.config.rediscover_s:
             await self._rediscover(failures)
-        for _ in range(2 if self._discover is not None else 1):  # with a fleet, once more after asking it
+        deadline = time.monotonic() + self.config.fleet_wait_s
+        for attempt in itertools.count():
+            failures = failures[-len(self.replicas) - 1 :]  # this round's, and what the fleet last said
             for replica in self._rotation():
                 try:
                     data = await self._create_on(replica, body)
@@ -209,8 +214,11 @@ class EnvClient:
                 start = SessionStart(**data)
                 self._pinned[start.session_id] = replica
                 return start
-            if not await self._rediscover(failures):
+            if self._discover is None or time.monotonic() >= deadline:
                 break
+            if attempt:  # the fleet's own list was tried too: wait for it to bring a replica back
+                await asyncio.sleep(retry_delay(attempt - 1, None, self.config))
+            await self._rediscover(failures)
         raise ServiceUnavailable(
             f"no env service replica could create a session ({len(failures)} tried): " + " | ".join(failures)
         )

@@ -198,11 +198,16 @@ def replica_runtime_env() -> dict[str, Any]:
 
 def describe(ray: Any, name: str, handle: Any, timeout_s: float) -> ReplicaInfo:
     """Where replica `name` serves, or why it did not say within `timeout_s`."""
+    return answer(ray, name, handle.where.remote(), timeout_s)
+
+
+def answer(ray: Any, name: str, where: Any, timeout_s: float) -> ReplicaInfo:
+    """Replica `name`'s reply to `where` (an object ref), or why there was none within `timeout_s`."""
     try:
-        where = ray.get(handle.where.remote(), timeout=timeout_s)
+        reply = ray.get(where, timeout=timeout_s)
     except Exception as exc:  # restarting, dead, timed out: Ray raises several types for these
         return ReplicaInfo(name, error=f"{type(exc).__name__}: {first_line(str(exc))}")
-    return ReplicaInfo(name, url=str(where["url"]), node_id=str(where["node_id"]), pid=int(where["pid"]))
+    return ReplicaInfo(name, url=str(reply["url"]), node_id=str(reply["node_id"]), pid=int(reply["pid"]))
 
 
 def first_line(text: str) -> str:
@@ -212,15 +217,19 @@ def first_line(text: str) -> str:
 def fleet_status(address: str, timeout_s: float = 10.0) -> list[ReplicaInfo]:
     """Every replica of the fleet and where it serves (or why it does not answer within `timeout_s`)."""
     ray = connect(address)
-    infos = []
+    asked: dict[str, Any] = {}  # every replica asked at once, answers awaited against one deadline
     for name in existing_replicas(ray):
         try:
-            handle = ray.get_actor(name, namespace=NAMESPACE)
+            asked[name] = ray.get_actor(name, namespace=NAMESPACE).where.remote()
         except ValueError as exc:  # killed between the listing and now
-            infos.append(ReplicaInfo(name, error=str(exc)))
-            continue
-        infos.append(describe(ray, name, handle, timeout_s))
-    return infos
+            asked[name] = exc
+    deadline = time.monotonic() + timeout_s
+    return [
+        ReplicaInfo(name, error=str(where))
+        if isinstance(where, ValueError)
+        else answer(ray, name, where, max(0.0, deadline - time.monotonic()))
+        for name, where in asked.items()
+    ]
 
 
 def fleet_down(address: str) -> list[str]:

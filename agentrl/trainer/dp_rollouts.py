@@ -65,7 +65,8 @@ def check_placement(config: RunConfig, parallel: DataParallel) -> None:
     """Refuse data-parallel rollouts across nodes with no `service.url`: rank 0's embedded service binds
     127.0.0.1, which the other nodes cannot reach."""
     local = int(os.environ.get("LOCAL_WORLD_SIZE", str(parallel.world_size)))
-    if enabled(config, parallel) and local < parallel.world_size and not config.service.url:
+    reachable = config.service.url or config.service.ray_fleet_address
+    if enabled(config, parallel) and local < parallel.world_size and not reachable:
         raise ConfigError(
             "trainer.dp_rollouts with ranks on several nodes needs service.url (or --service-url): an env "
             "service or fleet that every node reaches (rank 0's embedded service listens on 127.0.0.1); "
@@ -156,10 +157,22 @@ async def open_rollout_rank(config: RunConfig, service_urls: Sequence[str]) -> A
     """A rank > 0's rollout side: an env client of rank 0's service (or replicas) and an engine of its own
     (the configured model; the trained weights arrive after each update); closed in reverse order."""
     async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(EnvClient(list(service_urls), config=config.service.client))
+        client = await stack.enter_async_context(rank_client(config, service_urls))
         engine = build_engine(config.engine, config.model, trains=True, nproc=config.trainer.nproc)
         stack.push_async_callback(engine.aclose)
         yield RolloutRank(client, engine)
+
+
+def rank_client(config: RunConfig, service_urls: Sequence[str]) -> EnvClient:
+    """An env client of the replicas rank 0 uses; on a Ray fleet it follows the fleet's live replicas as
+    rank 0's does (`agentrl/service/ray_fleet.py`)."""
+    address = config.service.ray_fleet_address
+    if address is None:
+        return EnvClient(list(service_urls), config=config.service.client)
+    from agentrl.service.ray_fleet import RayReplicas
+
+    discover = RayReplicas(address).discover
+    return EnvClient(list(service_urls), config=config.service.client, discover=discover)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ sessions. The run must finish, every episode must be in the store exactly once, 
 say so, and Ray must have restarted the dead worker's replicas on the surviving one.
 
 Nothing leaves loopback: the nodes bind 127.0.0.1 (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` makes Ray take
-the loopback address as the node's), and usage stats are off.
+the loopback address as the node's), and usage stats are off. The run prints one JSON line of counts.
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ ray = pytest.importorskip("ray", reason="the Ray fleet needs ray: pip install 'a
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
-LOOPBACK_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+# loopback addresses, no usage stats, and no memory monitor: on a host shared with other jobs Ray's would
+# kill the replicas' workers whenever the host as a whole runs short, which is not the failure under test
+CLUSTER_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_memory_monitor_refresh_ms": "0",
+}
 STEPS, TASKS_PER_STEP, GROUP_SIZE, EVAL_TASKS = 3, 2, 4, 2
 
 
@@ -35,7 +41,7 @@ STEPS, TASKS_PER_STEP, GROUP_SIZE, EVAL_TASKS = 3, 2, 4, 2
 def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from ray.cluster_utils import Cluster
 
-    for key, value in LOOPBACK_ENV.items():
+    for key, value in CLUSTER_ENV.items():
         monkeypatch.setenv(key, value)
     local = Cluster(
         initialize_head=True,
@@ -56,7 +62,7 @@ def agentrl(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[s
 
 
 def child_env() -> dict[str, str]:
-    return {**os.environ, **LOOPBACK_ENV, "AGENTRL_DB_URL": ""}
+    return {**os.environ, **CLUSTER_ENV, "AGENTRL_DB_URL": ""}
 
 
 def replicas_of(output: str) -> list[dict[str, Any]]:

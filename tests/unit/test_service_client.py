@@ -219,7 +219,8 @@ def test_a_fleet_with_no_live_replica_raises_one_infra_error_naming_why() -> Non
             raise httpx.ConnectError("connection refused", request=request)
 
         transport = httpx.MockTransport(handler)
-        async with EnvClient(URLS[0], transport=transport, config=FAST, discover=discover) as client:
+        config = ClientConfig(backoff_s=0.001, max_backoff_s=0.01, fleet_wait_s=0.05)
+        async with EnvClient(URLS[0], transport=transport, config=config, discover=discover) as client:
             with pytest.raises(ServiceUnavailable, match="Ray fleet answers") as caught:
                 await client.create_session(GUESS_NUMBER_ID, {}, seed=0)
             assert isinstance(caught.value, INFRA_ERRORS)
