@@ -2,12 +2,14 @@
 Llama saved as a model folder: `agentrl demos` (scripted, then rejection sampling from that run), `agentrl
 sft` (a few steps, held-out eval before and after), `agentrl train model.name=<sft>/final` (one RL step from
 the SFT model; `slow`: about a minute), and `agentrl sft` refusing demonstrations of held-out tasks. `slow`
-variants run SFT with two FSDP2 ranks and with LoRA."""
+variants run SFT with two FSDP2 ranks, with LoRA, and with the real SmolLM2-135M (its own tokens, bounded
+memory)."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -129,6 +131,48 @@ def test_sft_with_lora_saves_the_adapters_merged(repo_root: Path, tmp_path: Path
     assert (final / "config.json").is_file() and not (final / "adapter_config.json").exists()
     model, _ = load_model(ModelConfig(name=str(final), device="cpu"))
     assert not has_adapters(model)
+
+
+@pytest.mark.slow
+def test_the_recipe_with_smollm2_in_its_own_tokens_and_bounded_memory(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    """The real model (the cached SmolLM2-135M of configs/maze.yaml) and its tokenizer: every demonstration's
+    first prompt is what the runner renders for this env with that tokenizer, none is of a held-out task,
+    and one SFT step with held-out evaluations before and after stays under 5 GB (the 49k-vocabulary
+    logits of ~1k-token samples are what grows; `update.micro_batch_size` bounds them). About a minute."""
+    from agentrl.agent.prompting import render_first_prompt
+    from agentrl.env import make
+    from agentrl.models import ModelConfig, load_tokenizer
+
+    base = [
+        f"runs_dir={tmp_path / 'runs'}",
+        f"store.url=sqlite:///{tmp_path / 'store.db'}",
+        "eval.num_tasks=2",
+    ]
+    result = run_cli(["demos", "--task", "maze", "--n", "3", "name=demos", *base], repo_root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    demos = tmp_path / "runs/demos/demos.jsonl"
+    episodes = [json.loads(line) for line in demos.read_text().splitlines()]
+    heldout = {json.loads(line)["id"] for line in (repo_root / "tasks/maze/level1/heldout.jsonl").open()}
+    assert len(episodes) == 3 and not {episode["task_id"] for episode in episodes} & heldout
+    tokenizer, env = load_tokenizer(ModelConfig()), make("agentrl/Maze-v0")
+    for episode in episodes:
+        first = render_first_prompt(
+            tokenizer, list(env.tools), list(env.examples), episode["first_observation"]
+        )
+        assert episode["turns"][0]["prompt_ids"] == first
+
+    args = ["sft", "--task", "maze", "--demos", str(demos), "name=sft", "sft.epochs=1", "sft.batch_size=3"]
+    result = run_cli([*args, "rollout.max_turns=2", *base], repo_root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "held-out before: success" in result.stdout and "held-out after : success" in result.stdout
+    rows = [json.loads(line) for line in (tmp_path / "runs/sft/metrics.jsonl").read_text().splitlines()]
+    (step,) = [row for row in rows if "nll" in row]
+    assert 0 < step["nll"] < 20 and step["tokens"] > 0
+    assert (tmp_path / "runs/sft/final/config.json").is_file()
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest child process's peak
+    assert peak_kb < 5 * 1024 * 1024, f"a child process peaked at {peak_kb / 1024**2:.1f} GB"
 
 
 def yaml_of(path: Path) -> dict[str, object]:
