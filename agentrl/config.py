@@ -32,6 +32,7 @@ from agentrl.models import ModelConfig
 from agentrl.store.wandb_sink import MetricsConfig
 from agentrl.tasks import SAMPLERS, AdaptiveConfig, FilterConfig
 from agentrl.trainer.losses import LossConfig
+from agentrl.trainer.sft_update import SFTConfig
 from agentrl.trainer.update import OptimConfig, UpdateConfig
 from agentrl.typed import build
 
@@ -257,6 +258,7 @@ class RunConfig:
     service: ServiceConfig = field(default_factory=ServiceConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)  # `agentrl sft` only (agentrl/trainer/sft.py)
 
     def __post_init__(self) -> None:
         from agentrl.credit import entry  # numpy only

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from agentrl.cli import db, envs, eval, fleet, runs, sandbox, serve, train, ui
+from agentrl.cli import db, demos, envs, eval, fleet, runs, sandbox, serve, sft, train, ui
 from agentrl.errors import AgentRLError, EnvPluginError
 from agentrl.memory import choose_allocator
 
@@ -28,6 +28,8 @@ CLI_PLUGIN_GROUP = "agentrl.cli"
 SUBCOMMANDS = {
     "train": train,
     "eval": eval,
+    "demos": demos,
+    "sft": sft,
     "envs": envs,
     "sandbox": sandbox,
     "runs": runs,

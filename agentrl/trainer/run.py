@@ -62,12 +62,14 @@ class RunContext:
 
 @dataclass(frozen=True)
 class EvalResult:
-    """Held-out success over the episodes that did not fail for infrastructure reasons."""
+    """Held-out success over the episodes that did not fail for infrastructure reasons, and the share of
+    their turns that were invalid (malformed or unusable actions: 1 - the valid-call rate)."""
 
     success_rate: float
     mean_reward: float
     episodes: int
     infra_failures: int
+    invalid_turn_rate: float = 0.0
 
 
 Resume = tuple[Path, checkpoint.CheckpointState]
@@ -203,6 +205,7 @@ def summarise_eval(episodes: Sequence[Episode]) -> EvalResult:
         mean_reward=_mean([episode.reward for episode in usable]),
         episodes=len(usable),
         infra_failures=len(episodes) - len(usable),
+        invalid_turn_rate=_mean([float(turn.invalid) for episode in usable for turn in episode.turns]),
     )
 
 

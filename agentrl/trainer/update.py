@@ -36,7 +36,7 @@ import dataclasses
 import functools
 import inspect
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -48,6 +48,7 @@ from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ConfigError
 from agentrl.trainer.losses import (
     LOG_RATIO_CLAMP,
+    Aggregation,
     LossConfig,
     aggregation_weight,
     policy_loss,
@@ -94,6 +95,12 @@ class DataParallel:
 
 
 SINGLE_PROCESS = DataParallel()
+
+MicroBatchLoss = Callable[
+    [torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, float], dict[str, float]]
+]
+"""A micro batch's loss from the model and the collated batch: (loss, token-mean metrics, metrics
+aggregated as the loss is); `ppo_update`'s is PPO's, `loss_step` takes another."""
 
 
 @dataclass(frozen=True)
@@ -285,8 +292,10 @@ def _mini_batch_step(
     ref_model: torch.nn.Module | None,
     temperature: float,
     parallel: DataParallel,
+    micro_loss: MicroBatchLoss | None = None,
 ) -> dict[str, float]:
-    """Accumulate the mini batch's gradient over micro batches; return its token-weighted metrics."""
+    """Accumulate the mini batch's gradient over micro batches; return its token-weighted metrics. The loss
+    of a micro batch is PPO's (`_micro_batch_loss`) unless `micro_loss` gives another (SFT's NLL)."""
     optimizer.zero_grad(set_to_none=True)
     device = model_device(model)
     chunks = [
@@ -300,9 +309,12 @@ def _mini_batch_step(
     tally = _Tally()
     for index in range(passes):
         batch, weight = (chunks[index], weights[index]) if index < len(chunks) else (filler, 0.0)
-        loss, metrics, aggregated = _micro_batch_loss(
-            model, batch, loss_cfg, update_cfg, ref_model, temperature
-        )
+        if micro_loss is None:
+            loss, metrics, aggregated = _micro_batch_loss(
+                model, batch, loss_cfg, update_cfg, ref_model, temperature
+            )
+        else:
+            loss, metrics, aggregated = micro_loss(model, batch)
         (loss * (weight * parallel.world_size / total)).backward()
         if weight:
             # token means weigh by tokens, aggregated terms by their aggregation weight: either way the
@@ -310,6 +322,36 @@ def _mini_batch_step(
             tally.add(metrics, weight=float(batch["loss_mask"].sum().item()))
             tally.add({**aggregated, "loss": float(loss.item())}, weight=weight)
     return _Tally.merge(parallel.gather(tally)).means()
+
+
+def loss_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    samples: list[TrainSample],
+    pad_id: int,
+    update_cfg: UpdateConfig,
+    micro_loss: MicroBatchLoss,
+    aggregation: Aggregation = "token_mean",
+    grad_clip: float = 1.0,
+    parallel: DataParallel = SINGLE_PROCESS,
+) -> dict[str, float]:
+    """One optimiser step over `samples` with another loss than PPO's (`agentrl/trainer/sft_update.py`'s
+    NLL): the same micro batches and shared-prefix packs, data-parallel scaling and fillers, aggregation
+    weights, clipping, schedule step and metrics as one mini batch of `ppo_update`. The model is in train
+    mode during the step and in eval mode after it."""
+    update_cfg = _sharing(update_cfg, model, None, parallel)
+    loss_cfg = LossConfig(aggregation=aggregation)
+    model.train()
+    try:
+        metrics = _mini_batch_step(
+            model, optimizer, samples, pad_id, loss_cfg, update_cfg, None, 1.0, parallel, micro_loss
+        )
+        grad_norm = _clip_and_step(model, optimizer, scheduler, grad_clip)
+    finally:
+        model.eval()
+    tokens = float(sum(sample.num_sampled_tokens for sample in samples))
+    return {**metrics, "grad_norm": grad_norm, "tokens": tokens}
 
 
 def local_packs(

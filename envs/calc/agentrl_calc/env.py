@@ -30,6 +30,7 @@ from agentrl.sandbox.docker import DockerSandbox
 from agentrl.sandbox.limits import SandboxConfig
 from agentrl.sandbox.pool import acquire_sandbox, discard_sandbox
 from agentrl.types import Action, ToolCall
+from agentrl_calc.scripted import scripted_policy
 from agentrl_calc.tasks import make_task
 
 ENV_ID = "agentrl/Calc-v0"
@@ -146,6 +147,7 @@ class CalcEnv(Env):
 
     tools = (PYTHON_TOOL, SUBMIT_TOOL)
     examples = few_shot_examples()
+    scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
 
     def __init__(
         self,

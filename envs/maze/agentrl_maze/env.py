@@ -37,6 +37,7 @@ from agentrl_maze.levels import (
     parse_layout,
     render,
 )
+from agentrl_maze.scripted import scripted_policy
 
 ENV_ID = "agentrl/Maze-v0"
 DEFAULT_MAX_STEPS = 12
@@ -138,6 +139,7 @@ class MazeEnv(Env):
     tools = (MOVE_TOOL,)
     examples = few_shot_examples()
     blocking = False
+    scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
 
     def __init__(self, max_steps: int = DEFAULT_MAX_STEPS, level: int = 1) -> None:
         """max_steps: moves before truncation. level: the level drawn by reset() when no task is given."""

@@ -45,6 +45,7 @@ from agentrl_search.formats import (
 )
 from agentrl_search.sandboxed import SandboxRetriever, sandbox_config, shared_retriever
 from agentrl_search.scoring import REWARD_KINDS, RewardKind, best_score, normalize_answer
+from agentrl_search.scripted import scripted_policy
 
 ENV_ID = "agentrl/Search-v0"
 
@@ -94,6 +95,8 @@ class _Outcome(NamedTuple):
 
 class SearchEnv(Env):
     """Question answering with a sandboxed retriever; see the module docstring."""
+
+    scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
 
     def __init__(
         self,

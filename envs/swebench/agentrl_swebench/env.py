@@ -47,6 +47,7 @@ from agentrl_swebench import tools
 from agentrl_swebench.grading import Grade, LocalTests, grade
 from agentrl_swebench.projects import IMAGE_TEMPLATE
 from agentrl_swebench.records import validate_record
+from agentrl_swebench.scripted import scripted_policy
 from agentrl_swebench.sources import ImageSource, Instance, instance_of
 from agentrl_swebench.workspace import extract_diff
 
@@ -65,6 +66,7 @@ class SWEBenchEnv(Env):
     """Repository repair with bash/view/str_replace/submit tools; see the module docstring."""
 
     tools = tools.TOOLS
+    scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
     examples = (
         {"role": "user", "content": "<issue>\ntest_add fails: assert add(2, 2) == 4\n</issue>"},
         {
@@ -166,6 +168,7 @@ class SWEBenchEnv(Env):
             result = self._finish(record)
             reward = self._reward(result)
             info.update(resolved=result.resolved, report=result.report, grading_seconds=result.seconds)
+            info["success"] = result.resolved  # the runner's success flag (agentrl eval, agentrl demos)
         return StepResult(outcome.observation, reward, outcome.submitted, truncated, info)
 
     def close(self) -> None:

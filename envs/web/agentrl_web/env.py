@@ -36,6 +36,7 @@ from agentrl.sandbox.pool import acquire_sandbox, discard_sandbox
 from agentrl.types import Action, ToolCall
 from agentrl_web import shop
 from agentrl_web.browser import BrowserSession, web_sandbox_config
+from agentrl_web.scripted import miniwob_policy, shop_policy
 from agentrl_web.tasks import MINIWOB_TASKS, draw_task
 
 ELEMENT = {"type": "integer", "description": "the number in brackets before the element, e.g. 3 for [3]"}
@@ -300,6 +301,7 @@ class MiniWobEnv(WebEnv):
     env_id = "agentrl/WebMiniWob-v0"
     family = "miniwob"
     examples = miniwob_examples()
+    scripted_policy = staticmethod(miniwob_policy)  # demonstrations (agentrl demos)
 
     def validate_task(self, task: Any) -> dict[str, Any]:
         record = _require(task, {"id": str, "task": str, "seed": int}, "web-miniwob")
@@ -324,6 +326,7 @@ class ShopEnv(WebEnv):
     env_id = "agentrl/WebShop-v0"
     family = "shop"
     examples = shop_examples()
+    scripted_policy = staticmethod(shop_policy)  # demonstrations (agentrl demos)
 
     def __init__(self, max_steps: int = 12, **kwargs: Any) -> None:
         super().__init__(max_steps=max_steps, **kwargs)

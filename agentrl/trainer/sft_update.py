@@ -1,0 +1,161 @@
+"""SFT's update: demonstrations -> token samples with assistant-only loss masks, and the NLL loss that trains
+on them through the update path `agentrl train` uses.
+
+What this is: `SFTConfig` (the `sft.*` section of a run config), `sft_sample` (one demonstration episode as
+the trainer's `TrainSample`: the same `concat` layout and loss mask as RL's, laid out by
+`samples.episode_to_sample`, with the completions of invalid turns left out of the loss), `sft_schedule`
+(which demonstrations each optimiser step trains on), `nll_loss` (the micro batch's negative log-likelihood of
+its sampled tokens) and `sft_update` (one optimiser step: `update.loss_step` with that loss, so micro
+batching, shared-prefix packs, FSDP2's data-parallel scaling, clipping and metrics are `ppo_update`'s).
+
+Per token, as in `samples.py`: position t holds log p(token t | tokens before it), and the loss mask is 1 on
+the tokens the demonstrating policy wrote (its assistant completions), 0 on prompts, templates and tool
+observations. A demonstration's turn that the env judged invalid (possible in episodes taken from an RL run)
+stays in the sequence, as context, but its completion is masked out: SFT should not teach a malformed call.
+
+What this is not: the SFT run (`agentrl/trainer/sft.py`) or where demonstrations come from
+(`agentrl/demos.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from agentrl.cpu import native_cpu_bf16
+from agentrl.errors import ConfigError
+from agentrl.trainer.losses import Aggregation, aggregate, sampled_token_logprobs
+from agentrl.trainer.samples import TrainSample, episode_to_sample
+from agentrl.trainer.update import (
+    SINGLE_PROCESS,
+    DataParallel,
+    OptimConfig,
+    UpdateConfig,
+    forward_logits,
+    loss_step,
+)
+from agentrl.types import Episode
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """`agentrl sft`: supervised fine-tuning on demonstrations (`agentrl demos`).
+
+    demos:      the demonstrations file `agentrl demos` wrote (runs/<name>/demos.jsonl); `--demos PATH`.
+    epochs:     passes over the demonstrations.
+    batch_size: demonstrations (episodes) per optimiser step; `update.micro_batch_size` of them per
+                forward/backward.
+    lr:         the SFT run's learning rate (it replaces `optim.lr`, which is the RL run's; `optim.*` gives
+                the rest: warm-up, clipping, weight decay).
+    aggregation: how token losses are averaged: token_mean (every demonstrated token weighs the same) or
+                seq_mean_token_mean (every demonstration weighs the same).
+    """
+
+    demos: str | None = None
+    epochs: int = 3
+    batch_size: int = 8
+    lr: float = 5e-5
+    aggregation: Aggregation = "token_mean"
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ConfigError("sft.epochs and sft.batch_size must be >= 1")
+        if self.lr <= 0:
+            raise ConfigError(f"sft.lr must be > 0, got {self.lr}")
+        if self.aggregation not in ("token_mean", "seq_mean_token_mean"):
+            raise ConfigError(
+                f"sft.aggregation must be token_mean or seq_mean_token_mean, got {self.aggregation!r}"
+            )
+
+
+def sft_sample(episode: Episode, max_length: int) -> TrainSample:
+    """The demonstration as a `TrainSample`: `episode_to_sample`'s tokens and mask, with invalid turns'
+    completions masked out; `advantages` is 1 on the trained tokens (unused by the NLL), `old_logprobs` 0.
+
+    Its `group_key` is the env's: every demonstration of an env starts with the same system prompt, tools
+    and few-shot examples, so with `update.shared_prefix` the update runs that prefix once per pack of
+    demonstrations (`samples.plan_packs`), as it does for the members of an RL group."""
+    weights = [0.0 if turn.invalid else 1.0 for turn in episode.turns]
+    sample = episode_to_sample(episode, weights, max_length)
+    trained = sample.loss_mask * (sample.advantages > 0).to(sample.loss_mask.dtype)
+    return dataclasses.replace(
+        sample,
+        loss_mask=trained,
+        advantages=trained,
+        old_logprobs=torch.zeros_like(trained),
+        group_key=f"demos:{episode.env_id}",
+    )
+
+
+def sft_schedule(count: int, epochs: int, batch_size: int, seed: int) -> list[list[int]]:
+    """The demonstrations (indices into `count`) of each optimiser step: every epoch is a fresh seeded
+    permutation cut into batches of `batch_size` (the last one of an epoch may be smaller)."""
+    rng = np.random.default_rng(seed)
+    steps: list[list[int]] = []
+    for _ in range(epochs):
+        order = [int(index) for index in rng.permutation(count)]
+        steps.extend(order[start : start + batch_size] for start in range(0, count, batch_size))
+    return steps
+
+
+def nll_loss(
+    model: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    aggregation: Aggregation = "token_mean",
+    autocast_bf16: bool = False,
+) -> tuple[torch.Tensor, dict[str, float], dict[str, float]]:
+    """A micro batch's negative log-likelihood of its masked tokens (at temperature 1), `aggregate`d like the
+    RL loss; its token-mean metrics (`nll`, `token_accuracy`: the share of masked tokens that are the model's
+    argmax) and the aggregated loss (reported by the caller as `loss`)."""
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if autocast_bf16 and native_cpu_bf16() else None
+    with autocast or nullcontext():
+        logits = forward_logits(model, batch)
+    logprobs, _ = sampled_token_logprobs(logits, batch["input_ids"], 1.0)
+    mask = batch["loss_mask"]
+    loss = aggregate(-logprobs, mask, aggregation)
+    with torch.no_grad():
+        count = mask.sum().clamp(min=1.0)
+        predicted = torch.nn.functional.pad(logits[:, :-1].argmax(-1), (1, 0), value=-1)
+        hits = (predicted == batch["input_ids"]).float() * mask
+        metrics = {
+            "nll": float(((-logprobs.detach() * mask).sum() / count).item()),
+            "token_accuracy": float((hits.sum() / count).item()),
+        }
+    return loss, metrics, {}
+
+
+def sft_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    samples: Sequence[TrainSample],
+    pad_id: int,
+    update_cfg: UpdateConfig,
+    optim_cfg: OptimConfig,
+    aggregation: Aggregation = "token_mean",
+    parallel: DataParallel = SINGLE_PROCESS,
+) -> dict[str, float]:
+    """One optimiser step of SFT on `samples`: `loss`, `nll`, `token_accuracy`, `grad_norm`, `tokens`."""
+
+    def micro_loss(
+        module: torch.nn.Module, batch: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, float], dict[str, float]]:
+        return nll_loss(module, batch, aggregation, update_cfg.autocast_bf16)
+
+    return loss_step(
+        model,
+        optimizer,
+        scheduler,
+        list(samples),
+        pad_id,
+        update_cfg,
+        micro_loss,
+        aggregation=aggregation,
+        grad_clip=optim_cfg.grad_clip,
+        parallel=parallel,
+    )
