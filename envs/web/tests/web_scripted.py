@@ -8,25 +8,10 @@ baseline agent (they parse the known instruction templates).
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from agentrl.types import Action, ToolCall
+from agentrl_web.scripted import call, elements  # the env's own scripted policy reads pages the same way
 
-LINE = re.compile(r'^\[(\d+)\] (\w+)(?: "(.*)")?(.*)$')
-
-
-def elements(observation: str) -> list[tuple[int, str, str, str]]:
-    """(id, kind, text, rest) of every element line."""
-    found = []
-    for line in observation.splitlines():
-        match = LINE.match(line)
-        if match:
-            found.append((int(match[1]), match[2], match[3] or "", match[4]))
-    return found
-
-
-def call(name: str, **arguments: Any) -> Action:
-    return Action(text="", tool_calls=(ToolCall(name=name, arguments=arguments),))
+from agentrl.types import Action
 
 
 def quoted(text: str) -> list[str]:
