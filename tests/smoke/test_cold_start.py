@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +24,19 @@ AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
 def run_cli(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AGENTRL_DB_URL": ""}
     return subprocess.run(AGENTRL + args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+# runs a command and prints its process tree's largest peak RSS (KB) last on stderr: this test's own
+# children, where `getrusage(RUSAGE_CHILDREN)` in the test process would count every earlier test's too
+PEAK_RSS = (
+    "import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+    "print('peak_rss_kb', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+    "sys.exit(code)"
+)
+
+
+def peak_rss_kb(stderr: str) -> int:
+    return int(stderr.strip().splitlines()[-1].split()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -164,14 +176,16 @@ def test_the_recipe_with_smollm2_in_its_own_tokens_and_bounded_memory(
         assert episode["turns"][0]["prompt_ids"] == first
 
     args = ["sft", "--task", "maze", "--demos", str(demos), "name=sft", "sft.epochs=1", "sft.batch_size=3"]
-    result = run_cli([*args, "rollout.max_turns=2", *base], repo_root)
+    env = {**os.environ, "AGENTRL_DB_URL": ""}
+    command = [sys.executable, "-c", PEAK_RSS, *AGENTRL, *args, "rollout.max_turns=2", *base]
+    result = subprocess.run(command, cwd=repo_root, capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "held-out before: success" in result.stdout and "held-out after : success" in result.stdout
     rows = [json.loads(line) for line in (tmp_path / "runs/sft/metrics.jsonl").read_text().splitlines()]
     (step,) = [row for row in rows if "nll" in row]
     assert 0 < step["nll"] < 20 and step["tokens"] > 0
     assert (tmp_path / "runs/sft/final/config.json").is_file()
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest child process's peak
+    peak_kb = peak_rss_kb(result.stderr)  # the largest process of `agentrl sft` (service included)
     assert peak_kb < 5 * 1024 * 1024, f"a child process peaked at {peak_kb / 1024**2:.1f} GB"
 
 
