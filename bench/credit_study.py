@@ -42,6 +42,7 @@ import asyncio
 import json
 import math
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -87,12 +88,21 @@ class StudyConfig:
     env_steps: int = 2400  # ~30 updates of 8 maze episodes
     eval_points: int = 4
     eval_tasks: int = 60  # all of maze/level1's held-out split
-    # extra `key=value` overrides for every run: a small budget that fits a 2-core CPU session (see the doc)
-    # and the lr the GRPO-only sweep chose by the doc's rule before any GiGPO run (credit_study.md, part 1)
-    overrides: tuple[str, ...] = ("train.tasks_per_step=2", "train.group_size=4", "optim.lr=1e-4")
-    runs_dir: str = "runs/credit_study"
-    out: Path = RESULTS / "credit_study.json"
-    plot: Path = RESULTS / "credit_study.png"
+    # extra `key=value` overrides for every run: a small budget that fits a 2-core CPU session, the lr and
+    # the strict move parser of the warm-start plan (docs/credit_study.md, part 1, plan 2)
+    overrides: tuple[str, ...] = (
+        "train.tasks_per_step=2",
+        "train.group_size=4",
+        "optim.lr=3e-5",
+        "env.kwargs.text_moves=false",
+    )
+    # the supervised warm start every run begins from (docs/cold_start.md's maze recipe): scripted
+    # demonstrations of this many train tasks, then `agentrl sft` with these overrides; 0 = the base model
+    warm_start_demos: int = 64
+    warm_start_sft: tuple[str, ...] = ("sft.epochs=1", "sft.batch_size=8", "sft.lr=1e-4")
+    runs_dir: str = "runs/credit_study_warm"
+    out: Path = RESULTS / "credit_study_warm.json"
+    plot: Path = RESULTS / "credit_study_warm.png"
 
 
 QUICK = StudyConfig(
@@ -107,6 +117,7 @@ QUICK = StudyConfig(
         "env.kwargs.max_steps=4",
         "rollout.max_turns=4",
     ),
+    warm_start_demos=0,
 )
 
 
@@ -150,11 +161,55 @@ def run_config(study: StudyConfig, estimator: str, seed: int) -> RunConfig:
         f"eval.num_tasks={study.eval_tasks}",
         f"name=credit-{estimator}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}",
         f"runs_dir={study.runs_dir}",
+        *([f"model.name={warm_start_model(study)}"] if study.warm_start_demos else []),
         *study.overrides,  # may move runs_dir or the store; never the two fields the study varies
         f"credit.estimator={estimator}",
         f"train.seed={seed}",
     ]
     return load_config(study.task, overrides)
+
+
+def warm_start_model(study: StudyConfig) -> Path:
+    """Where the study's supervised warm start keeps its model (`agentrl sft`'s output folder)."""
+    return (Path(study.runs_dir) / "warm-start-sft" / "final").resolve()
+
+
+def warm_start_commands(study: StudyConfig) -> dict[str, list[str]]:
+    """`agentrl demos` then `agentrl sft` (docs/cold_start.md), under the study's own overrides; the SFT
+    command's held-out evaluation before and after covers the study's tasks (the base model's row)."""
+    runs = Path(study.runs_dir).resolve()
+    shared = [f"runs_dir={runs}", f"eval.num_tasks={study.eval_tasks}", *study.overrides]
+    demos = [
+        "demos", "--task", study.task, "--policy", "scripted", "--n", str(study.warm_start_demos),
+        "name=warm-start-demos", *shared,
+    ]  # fmt: skip
+    sft = [
+        "sft", "--task", study.task, "--demos", str(runs / "warm-start-demos" / "demos.jsonl"),
+        "name=warm-start-sft", *study.warm_start_sft, *shared,
+    ]  # fmt: skip
+    return {"demos": demos, "sft": sft}
+
+
+def ensure_warm_start(study: StudyConfig) -> dict[str, Any] | None:
+    """Make the warm-start model once (a half-made one is made again); its commands and the SFT run's
+    held-out evaluations (step 0: the base model; last: the warm start), or None without a warm start."""
+    if not study.warm_start_demos:
+        return None
+    commands = warm_start_commands(study)
+    if not (warm_start_model(study) / "config.json").is_file():
+        for kind, args in commands.items():
+            shutil.rmtree(Path(study.runs_dir) / f"warm-start-{kind}", ignore_errors=True)
+            print("$ agentrl " + " ".join(args), file=sys.stderr, flush=True)
+            subprocess.run([sys.executable, "-m", "agentrl.cli.main", *args], check=True)
+    rows = (warm_start_model(study).parent / "metrics.jsonl").read_text().splitlines()
+    evals = [json.loads(row) for row in rows if "eval/success_rate" in row]
+    return {
+        "model": str(warm_start_model(study)),
+        "commands": {kind: "agentrl " + " ".join(args) for kind, args in commands.items()},
+        "evaluations": [
+            {key: row[key] for key in row if key == "step" or key.startswith("eval/")} for row in evals
+        ],
+    }
 
 
 def env_steps_of(episodes: Sequence[Any]) -> int:
@@ -221,7 +276,8 @@ def curve_point(checkpoint: int, env_steps: int, step: int, evaluated: EvalResul
 
 
 async def evaluate_base(study: StudyConfig) -> dict[str, float]:
-    """Held-out success of the untrained model (env step 0 of every curve)."""
+    """Held-out success of the model every run starts from (env step 0 of every curve): the warm start, or
+    the base model when the study has none."""
     config = run_config(study, "grpo", 0)
     async with open_run(config, kind="eval") as ctx:
         evaluated = await evaluate(ctx, 0)
@@ -429,6 +485,7 @@ def run_study(study: StudyConfig, kept_only: bool = False) -> dict[str, Any]:
     still has paired runs, GRPO and GiGPO first), then the report. `kept_only`: no new runs; report on
     the kept ones and list the missing."""
     started = time.perf_counter()
+    warm_start = ensure_warm_start(study) if not kept_only or warm_start_model(study).is_dir() else None
     base = kept_or_run(study, "base", ["base"])
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in study.estimators}
     missing = []
@@ -444,6 +501,7 @@ def run_study(study: StudyConfig, kept_only: bool = False) -> dict[str, Any]:
     report = {
         "config": {**asdict(study), "out": str(study.out), "plot": str(study.plot)},
         "missing_runs": missing,
+        "warm_start": warm_start,
         "base": base,
         "runs": runs,
         **summarise(base, runs),

@@ -53,6 +53,22 @@ def test_per_seed_ratios_use_each_runs_own_curve() -> None:
 
 
 @pytest.mark.slow
+def test_every_run_starts_from_the_warm_start_made_under_the_studys_overrides(tmp_path: Path) -> None:
+    study = credit_study.StudyConfig(runs_dir=str(tmp_path / "runs"))
+    model = credit_study.warm_start_model(study)
+    config = credit_study.run_config(study, "gigpo", 1)
+    assert config.model.name == str(model) and model.parent.name == "warm-start-sft"
+    assert config.env.kwargs["text_moves"] is False and config.credit.estimator == "gigpo"
+    demos, sft = credit_study.warm_start_commands(study).values()
+    assert demos[:6] == ["demos", "--task", "maze", "--policy", "scripted", "--n"]
+    assert sft[sft.index("--demos") + 1] == str(tmp_path / "runs" / "warm-start-demos" / "demos.jsonl")
+    for command in (demos, sft):
+        assert set(study.overrides) <= set(command) and f"eval.num_tasks={study.eval_tasks}" in command
+    cold = credit_study.StudyConfig(warm_start_demos=0)
+    assert credit_study.ensure_warm_start(cold) is None
+    assert credit_study.run_config(cold, "grpo", 0).model.name == "smollm2-135m-instruct"
+
+
 def test_quick_study_writes_json_and_plot(tmp_path: Path) -> None:
     out = tmp_path / "study.json"
     command = [

@@ -2,7 +2,10 @@
 
 What this is: the interaction protocol of the maze suite, pure Python (no sandbox; `blocking = False`).
 A turn is one move, given either as the tool call `move(direction)` or, when the turn has no tool call, as
-a plain direction word in the text ("up", "down", "left", "right"; the first one found). Reaching the goal
+a plain direction word in the text ("up", "down", "left", "right"; the first one found). `text_moves=False`
+turns that fallback off, so only a well-formed tool call moves: measured in the credit study
+(docs/credit_study.md), a policy that lost its tool calls learned to copy the invalid-turn note, whose first
+direction word the fallback read as a move. Reaching the goal
 ends the episode with reward 1.0; otherwise every step gives 0 and the episode is truncated after
 `max_steps` moves. Bumping into a wall or a locked door is a valid move that leaves the state as it was.
 A turn with no usable move gets an error observation naming the format, reward 0 and
@@ -75,8 +78,9 @@ def step_observation(board: Board, state: State, event: str) -> str:
     return f"{line}\n{render(board, state)}" if line else render(board, state)
 
 
-def parse_direction(action: Action) -> tuple[str | None, str]:
-    """The move of a turn and, when there is none, the reason (for the error observation)."""
+def parse_direction(action: Action, *, text_moves: bool = True) -> tuple[str | None, str]:
+    """The move of a turn and, when there is none, the reason (for the error observation). `text_moves`:
+    a turn without a tool call may name its move as a plain direction word."""
     if action.tool_calls:
         call = action.tool_calls[0]
         if call.name != "move":
@@ -90,6 +94,8 @@ def parse_direction(action: Action) -> tuple[str | None, str]:
         return value.strip().lower(), ""
     if action.parse_error:
         return None, action.parse_error
+    if not text_moves:
+        return None, "your turn has no tool call; call move(direction)"
     found = _WORD.search(action.text)
     return (found.group(1).lower(), "") if found else (None, "your turn has no move")
 
@@ -141,8 +147,9 @@ class MazeEnv(Env):
     blocking = False
     scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
 
-    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS, level: int = 1) -> None:
-        """max_steps: moves before truncation. level: the level drawn by reset() when no task is given."""
+    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS, level: int = 1, text_moves: bool = True) -> None:
+        """max_steps: moves before truncation. level: the level drawn by reset() when no task is given.
+        text_moves: whether a turn without a tool call may move by a plain direction word in its text."""
         super().__init__()
         if max_steps < 1:
             raise EnvError(f"max_steps must be >= 1, got {max_steps}")
@@ -150,6 +157,7 @@ class MazeEnv(Env):
             raise EnvError(f"level must be one of {sorted(LEVEL_SPECS)}, got {level}")
         self.max_steps = max_steps
         self.level = level
+        self.text_moves = bool(text_moves)
         self._task: dict[str, Any] | None = None
         self._board: Board | None = None
         self._state: State | None = None
@@ -175,7 +183,7 @@ class MazeEnv(Env):
         task, board, state = self._task, self._board, self._state
         assert task is not None and board is not None and state is not None  # Env's guard: reset() ran
         self._steps += 1
-        direction, problem = parse_direction(action)
+        direction, problem = parse_direction(action, text_moves=self.text_moves)
         if direction is None:
             observation = f"{INVALID_NOTE}\n{render(board, state)}"
             info: dict[str, Any] = {"invalid": True, "event": "invalid", "error": problem}

@@ -146,6 +146,18 @@ def test_plain_direction_words_are_moves() -> None:
     assert parse_direction(go("LEFT ")) == ("left", "")
 
 
+def test_without_text_moves_only_a_tool_call_moves() -> None:
+    """`text_moves=False`: a copy of the invalid-turn note is not a move, a tool call still is."""
+    assert parse_direction(Action(text=INVALID_NOTE), text_moves=False)[0] is None
+    env = MazeEnv(text_moves=False)
+    start_key = env.reset(options={"task": OPEN})[1]["state_key"]
+    parroted = env.step(Action(text=INVALID_NOTE))
+    assert parroted.info["invalid"] and "no tool call" in parroted.info["error"]
+    assert parroted.info["state_key"] == start_key
+    moved = env.step(go("down"))
+    assert not moved.info["invalid"] and moved.info["state_key"] != start_key
+
+
 def test_episodes_are_truncated_after_max_steps() -> None:
     env = MazeEnv(max_steps=3)
     results = play(env, OPEN, ["up", "up", "up"])
