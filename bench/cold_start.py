@@ -86,7 +86,10 @@ RECIPES = {
         overrides=(*LOW_MEMORY, "update.micro_batch_size=1"),
         demos=48,
         eval_tasks=20,
+        sft=("sft.epochs=1", "sft.batch_size=8", "sft.lr=1e-4"),
+        rl=("train.steps=2",),
         needs_docker=True,
+        notes=["budgets cut to fit a shared 2-core CPU: 20 held-out tasks, 1 SFT epoch, 2 RL steps"],
     ),
     "calc": Recipe("calc", overrides=(*LOW_MEMORY, "update.micro_batch_size=2"), needs_docker=True),
     "web-miniwob": Recipe(
