@@ -1,0 +1,188 @@
+"""Why a credit-study run learns or does not: per-update and per-evaluation measurements of one run.
+
+    .venv/bin/python bench/credit_study_report.py runs/credit_study_warm/credit-grpo-seed0-... \
+        --out bench/results/credit_study_warm_runs/grpo-seed0.steps.json
+
+What this is: the measurements docs/credit_study.md quotes, read back from a run's `metrics.jsonl` and the
+run store (`--store`, else the URL the run's config.yaml names, else the default store; run it from the folder
+the run ran in, since the default SQLite path is relative):
+- per update: the run's own metrics (train success, invalid-turn rate, zero-variance groups, advantage
+  spread, KL moved, entropy, grad norm) and, from the stored turns, the mean advantage of valid and of
+  invalid turns;
+- per held-out evaluation, and for each update's train episodes: **move quality**, the share of turns that
+  bring `@` closer to `G` (BFS distance on the task's layout; an invalid turn or a wall bump is not
+  progress). A policy that learns to navigate raises it before its success rate moves far enough to show
+  on 60 mazes; one that only fixes its format does not.
+
+What this is not: the study's runner (`bench/credit_study.py`) or a general run viewer (`agentrl runs`).
+Level-1 mazes only (no key or door: the distance ignores them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from agentrl_maze.levels import parse_layout, solve
+from sqlalchemy import create_engine, text
+
+from agentrl.store.repository import resolve_url
+from agentrl.tasks import load_tasks
+
+STEP_KEYS = (
+    "success_rate",
+    "invalid_turn_rate",
+    "completion_tokens_mean",
+    "zero_variance_groups",
+    "credit/advantage_std",
+    "approx_kl",
+    "entropy",
+    "grad_norm",
+    "trained_episodes",
+)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One stored turn of one episode, with what the report needs."""
+
+    episode: int
+    split: str
+    step: int
+    task_id: str
+    board_before: str
+    board_after: str
+    invalid: bool
+    advantage: float | None
+
+
+def agent_cell(board: str, height: int) -> tuple[int, int] | None:
+    """Where `@` is on the last `height` lines of an observation; None if it is not there."""
+    rows = board.splitlines()[-height:]
+    for row_index, row in enumerate(rows):
+        if "@" in row:
+            return row_index, row.index("@")
+    return None
+
+
+def distance_to_goal(layout: Sequence[str], cell: tuple[int, int]) -> int | None:
+    """BFS moves from `cell` to the goal on `layout` (the start moved to `cell`); None if unreachable."""
+    rows = [list(row.replace("@", ".")) for row in layout]
+    row, column = cell
+    if rows[row][column] == "G":
+        return 0
+    rows[row][column] = "@"
+    path = solve(parse_layout(["".join(r) for r in rows]))
+    return None if path is None else len(path)
+
+
+def made_progress(turn: Turn, layout: Sequence[str]) -> bool:
+    """Whether this turn brought `@` closer to `G`."""
+    if turn.invalid:
+        return False
+    before = agent_cell(turn.board_before, len(layout))
+    after = agent_cell(turn.board_after, len(layout))
+    if before is None or after is None:
+        return False
+    far, near = distance_to_goal(layout, before), distance_to_goal(layout, after)
+    return far is not None and near is not None and near < far
+
+
+def move_quality(turns: Iterable[Turn], layouts: Mapping[str, Sequence[str]]) -> dict[str, float]:
+    """Share of turns that made progress, over all turns and over the valid ones."""
+    turns = list(turns)
+    valid = [turn for turn in turns if not turn.invalid]
+    progress = sum(made_progress(turn, layouts[turn.task_id]) for turn in valid)
+    return {
+        "turns": float(len(turns)),
+        "progress_rate": progress / len(turns) if turns else 0.0,
+        "progress_rate_valid": progress / len(valid) if valid else 0.0,
+    }
+
+
+def mean_advantage(turns: Iterable[Turn], invalid: bool) -> float | None:
+    values = [t.advantage for t in turns if t.invalid == invalid and t.advantage is not None]
+    return sum(values) / len(values) if values else None
+
+
+def load_turns(store_url: str, run_name: str) -> list[Turn]:
+    """Every stored turn of the run named `run_name` (its newest run of that name), in order."""
+    engine = create_engine(store_url)
+    query = text(
+        "SELECT e.id, e.split, e.step, e.task_id, e.first_observation, t.observation, t.invalid, "
+        "t.advantage FROM turns t JOIN episodes e ON t.episode_id = e.id "
+        "WHERE e.run_id = (SELECT id FROM runs WHERE name = :name ORDER BY created_at DESC LIMIT 1) "
+        'ORDER BY e.id, t."index"'
+    )
+    with engine.connect() as connection:
+        rows = connection.execute(query, {"name": run_name}).all()
+    turns, previous_episode, board = [], None, ""
+    for episode, split, step, task_id, first, observation, invalid, advantage in rows:
+        if episode != previous_episode:
+            previous_episode, board = episode, first or ""
+        turns.append(Turn(episode, split, step, task_id, board, observation, bool(invalid), advantage))
+        if not invalid:  # an invalid turn's observation is the note and the unchanged board
+            board = observation
+    return turns
+
+
+def report(run_dir: Path, store_url: str | None = None) -> dict[str, Any]:
+    """The per-update and per-evaluation measurements of the run in `run_dir`."""
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    url = resolve_url(store_url or (config.get("store") or {}).get("url"))  # relative to the cwd
+    tasks = config["tasks"]
+    layouts = {
+        task["id"]: task["layout"]
+        for split in (tasks["train_split"], tasks["eval_split"])
+        for task in load_tasks(tasks.get("root") or "tasks", tasks["suite"], split)
+    }
+    turns = load_turns(url, run_dir.name)
+    by_step: dict[tuple[str, int], list[Turn]] = defaultdict(list)
+    for turn in turns:
+        by_step[(turn.split, turn.step)].append(turn)
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    updates = []
+    for row in metrics:
+        if "eval/success_rate" in row or "success_rate" not in row:
+            continue
+        step_turns = by_step.get(("train", row["step"]), [])
+        updates.append(
+            {
+                "step": row["step"],
+                **{key: row[key] for key in STEP_KEYS if key in row},
+                "mean_advantage_valid_turns": mean_advantage(step_turns, invalid=False),
+                "mean_advantage_invalid_turns": mean_advantage(step_turns, invalid=True),
+                **move_quality(step_turns, layouts),
+            }
+        )
+    evaluations = [
+        {"step": step, **move_quality(step_turns, layouts)}
+        for (split, step), step_turns in sorted(by_step.items())
+        if split != "train"
+    ]
+    return {"run": run_dir.name, "store": url, "updates": updates, "evaluations": evaluations}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="the run's folder (runs_dir/NAME)")
+    parser.add_argument("--store", help="the store URL, when the run's config.yaml does not name it")
+    parser.add_argument("--out", type=Path, help="write the JSON here (else print it)")
+    args = parser.parse_args(argv)
+    result = json.dumps(report(args.run_dir, args.store), indent=1) + "\n"
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(result)
+    else:
+        print(result, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

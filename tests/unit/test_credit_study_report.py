@@ -1,0 +1,52 @@
+"""`bench/credit_study_report.py`'s move quality on hand-made maze turns (pure logic, no store)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from credit_study_report import Turn, distance_to_goal, made_progress, move_quality  # noqa: E402
+
+LAYOUT = ["@.#.", "..#G", "....", "...."]  # the wall column forces the path down and around
+LEGEND = "Move @ to G. # is a wall.\n"
+
+
+def board(row: int, column: int) -> str:
+    rows = [list(r.replace("@", ".")) for r in LAYOUT]
+    rows[row][column] = "@"
+    return "\n".join("".join(r) for r in rows)
+
+
+def turn(before: str, after: str, invalid: bool = False) -> Turn:
+    return Turn(1, "eval", 0, "t", before, after, invalid, None)
+
+
+def test_distance_is_the_bfs_path_around_walls() -> None:
+    assert distance_to_goal(LAYOUT, (0, 0)) == 6  # down 2, right 3, up 1
+    assert distance_to_goal(LAYOUT, (0, 1)) == 5
+    assert distance_to_goal(LAYOUT, (1, 3)) == 0
+
+
+def test_only_moves_that_shorten_the_path_are_progress() -> None:
+    start = LEGEND + board(0, 0)
+    assert made_progress(turn(start, board(1, 0)), LAYOUT)  # down: 6 -> 5
+    assert made_progress(turn(start, board(0, 1)), LAYOUT)  # right: 6 -> 5 as well
+    assert not made_progress(turn(start, board(0, 0)), LAYOUT)  # a bump into the edge
+    assert not made_progress(turn(board(0, 1), board(0, 0)), LAYOUT)  # away from the goal
+    assert not made_progress(turn(start, "Invalid. Call move...\n" + board(0, 0), invalid=True), LAYOUT)
+    reached = "You reached G!\n" + board(1, 3).replace("G", ".")
+    assert made_progress(turn(board(2, 3), reached), LAYOUT)
+
+
+def test_move_quality_counts_invalid_turns_as_no_progress() -> None:
+    turns = [
+        turn(LEGEND + board(0, 0), board(1, 0)),
+        turn(board(1, 0), board(1, 0)),
+        turn(board(1, 0), board(1, 0), invalid=True),
+        turn(board(1, 0), board(2, 0)),
+    ]
+    quality = move_quality(turns, {"t": LAYOUT})
+    assert quality == {"turns": 4.0, "progress_rate": 0.5, "progress_rate_valid": 2 / 3}
