@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import resource
@@ -88,13 +89,14 @@ class StudyConfig:
     env_steps: int = 2400  # ~30 updates of 8 maze episodes
     eval_points: int = 4
     eval_tasks: int = 60  # all of maze/level1's held-out split
-    # extra `key=value` overrides for every run: a small budget that fits a 2-core CPU session, the lr and
-    # the strict move parser of the warm-start plan (docs/credit_study.md, part 1, plan 2)
+    # extra `key=value` overrides for every run: a small budget that fits a 2-core CPU session, the lr,
+    # the strict move parser and the coordinate line of the warm-start plan (docs/credit_study.md, plan 2)
     overrides: tuple[str, ...] = (
         "train.tasks_per_step=2",
         "train.group_size=4",
         "optim.lr=3e-5",
         "env.kwargs.text_moves=false",
+        "env.kwargs.coordinates=true",
     )
     # the supervised warm start every run begins from (docs/cold_start.md's maze recipe): scripted
     # demonstrations of this many train tasks, then `agentrl sft` with these overrides; 0 = the base model
@@ -169,9 +171,17 @@ def run_config(study: StudyConfig, estimator: str, seed: int) -> RunConfig:
     return load_config(study.task, overrides)
 
 
+def warm_start_name(study: StudyConfig, kind: str) -> str:
+    """The run name of the warm start's `kind` (demos, sft) step, keyed by everything that makes it, so a
+    study whose settings changed never reuses another's warm start."""
+    made_of = [study.task, study.warm_start_demos, study.eval_tasks, *study.warm_start_sft, *study.overrides]
+    key = hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:8]
+    return f"warm-start-{key}-{kind}"
+
+
 def warm_start_model(study: StudyConfig) -> Path:
     """Where the study's supervised warm start keeps its model (`agentrl sft`'s output folder)."""
-    return (Path(study.runs_dir) / "warm-start-sft" / "final").resolve()
+    return (Path(study.runs_dir) / warm_start_name(study, "sft") / "final").resolve()
 
 
 def warm_start_commands(study: StudyConfig) -> dict[str, list[str]]:
@@ -179,13 +189,14 @@ def warm_start_commands(study: StudyConfig) -> dict[str, list[str]]:
     command's held-out evaluation before and after covers the study's tasks (the base model's row)."""
     runs = Path(study.runs_dir).resolve()
     shared = [f"runs_dir={runs}", f"eval.num_tasks={study.eval_tasks}", *study.overrides]
+    demos_name, sft_name = warm_start_name(study, "demos"), warm_start_name(study, "sft")
     demos = [
         "demos", "--task", study.task, "--policy", "scripted", "--n", str(study.warm_start_demos),
-        "name=warm-start-demos", *shared,
+        f"name={demos_name}", *shared,
     ]  # fmt: skip
     sft = [
-        "sft", "--task", study.task, "--demos", str(runs / "warm-start-demos" / "demos.jsonl"),
-        "name=warm-start-sft", *study.warm_start_sft, *shared,
+        "sft", "--task", study.task, "--demos", str(runs / demos_name / "demos.jsonl"),
+        f"name={sft_name}", *study.warm_start_sft, *shared,
     ]  # fmt: skip
     return {"demos": demos, "sft": sft}
 
@@ -198,7 +209,7 @@ def ensure_warm_start(study: StudyConfig) -> dict[str, Any] | None:
     commands = warm_start_commands(study)
     if not (warm_start_model(study) / "config.json").is_file():
         for kind, args in commands.items():
-            shutil.rmtree(Path(study.runs_dir) / f"warm-start-{kind}", ignore_errors=True)
+            shutil.rmtree(Path(study.runs_dir) / warm_start_name(study, kind), ignore_errors=True)
             print("$ agentrl " + " ".join(args), file=sys.stderr, flush=True)
             subprocess.run([sys.executable, "-m", "agentrl.cli.main", *args], check=True)
     rows = (warm_start_model(study).parent / "metrics.jsonl").read_text().splitlines()

@@ -95,14 +95,18 @@ def made_progress(turn: Turn, layout: Sequence[str]) -> bool:
 
 
 def move_quality(turns: Iterable[Turn], layouts: Mapping[str, Sequence[str]]) -> dict[str, float]:
-    """Share of turns that made progress, over all turns and over the valid ones."""
+    """Share of turns that made progress, over all turns and over the valid ones, and of episodes whose
+    first turn did (every episode has one, on a fresh board, so failing episodes' many turns do not weigh
+    more than winning ones')."""
     turns = list(turns)
+    progress = {id(turn): made_progress(turn, layouts[turn.task_id]) for turn in turns}
     valid = [turn for turn in turns if not turn.invalid]
-    progress = sum(made_progress(turn, layouts[turn.task_id]) for turn in valid)
+    firsts = {turn.episode: turn for turn in reversed(turns)}.values()
     return {
         "turns": float(len(turns)),
-        "progress_rate": progress / len(turns) if turns else 0.0,
-        "progress_rate_valid": progress / len(valid) if valid else 0.0,
+        "progress_rate": sum(progress.values()) / len(turns) if turns else 0.0,
+        "progress_rate_valid": sum(progress[id(t)] for t in valid) / len(valid) if valid else 0.0,
+        "first_turn_progress_rate": sum(progress[id(t)] for t in firsts) / len(firsts) if firsts else 0.0,
     }
 
 

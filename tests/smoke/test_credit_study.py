@@ -57,11 +57,15 @@ def test_every_run_starts_from_the_warm_start_made_under_the_studys_overrides(tm
     study = credit_study.StudyConfig(runs_dir=str(tmp_path / "runs"))
     model = credit_study.warm_start_model(study)
     config = credit_study.run_config(study, "gigpo", 1)
-    assert config.model.name == str(model) and model.parent.name == "warm-start-sft"
-    assert config.env.kwargs["text_moves"] is False and config.credit.estimator == "gigpo"
+    assert config.model.name == str(model) and model.parent.name.startswith("warm-start-")
+    assert config.env.kwargs["text_moves"] is False and config.env.kwargs["coordinates"] is True
+    assert config.credit.estimator == "gigpo"
     demos, sft = credit_study.warm_start_commands(study).values()
     assert demos[:6] == ["demos", "--task", "maze", "--policy", "scripted", "--n"]
-    assert sft[sft.index("--demos") + 1] == str(tmp_path / "runs" / "warm-start-demos" / "demos.jsonl")
+    demos_file = tmp_path / "runs" / credit_study.warm_start_name(study, "demos") / "demos.jsonl"
+    assert sft[sft.index("--demos") + 1] == str(demos_file)
+    other = credit_study.StudyConfig(runs_dir=str(tmp_path / "runs"), overrides=study.overrides[:-1])
+    assert credit_study.warm_start_model(other) != model  # other settings, another warm start
     for command in (demos, sft):
         assert set(study.overrides) <= set(command) and f"eval.num_tasks={study.eval_tasks}" in command
     cold = credit_study.StudyConfig(warm_start_demos=0)

@@ -41,12 +41,18 @@ def test_only_moves_that_shorten_the_path_are_progress() -> None:
     assert made_progress(turn(board(2, 3), reached), LAYOUT)
 
 
-def test_move_quality_counts_invalid_turns_as_no_progress() -> None:
+def test_move_quality_counts_invalid_turns_as_no_progress_and_each_first_turn_once() -> None:
     turns = [
         turn(LEGEND + board(0, 0), board(1, 0)),
         turn(board(1, 0), board(1, 0)),
         turn(board(1, 0), board(1, 0), invalid=True),
         turn(board(1, 0), board(2, 0)),
     ]
-    quality = move_quality(turns, {"t": LAYOUT})
-    assert quality == {"turns": 4.0, "progress_rate": 0.5, "progress_rate_valid": 2 / 3}
+    second = Turn(2, "eval", 0, "t", LEGEND + board(0, 0), board(0, 0), False, None)  # a bump first
+    quality = move_quality([*turns, second], {"t": LAYOUT})
+    assert quality == {
+        "turns": 5.0,
+        "progress_rate": 2 / 5,
+        "progress_rate_valid": 2 / 4,
+        "first_turn_progress_rate": 1 / 2,
+    }

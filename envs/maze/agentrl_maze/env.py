@@ -5,7 +5,9 @@ A turn is one move, given either as the tool call `move(direction)` or, when the
 a plain direction word in the text ("up", "down", "left", "right"; the first one found). `text_moves=False`
 turns that fallback off, so only a well-formed tool call moves: measured in the credit study
 (docs/credit_study.md), a policy that lost its tool calls learned to copy the invalid-turn note, whose first
-direction word the fallback read as a move. Reaching the goal
+direction word the fallback read as a move. `coordinates=True` adds a line naming the `@` and `G` cells
+above each board: SmolLM2-135M-Instruct's first moves on the plain board were no better than a uniformly
+random mover's (docs/credit_study.md). Reaching the goal
 ends the episode with reward 1.0; otherwise every step gives 0 and the episode is truncated after
 `max_steps` moves. Bumping into a wall or a locked door is a valid move that leaves the state as it was.
 A turn with no usable move gets an error observation naming the format, reward 0 and
@@ -68,14 +70,24 @@ def state_key(task_id: str, board_text: str) -> str:
     return text_state_key(f"{task_id}\0{board_text.replace(chr(10), '/')}")
 
 
-def first_observation(board: Board, state: State) -> str:
+def board_view(board: Board, state: State, coordinates: bool = False) -> str:
+    """The rendered board, after a line naming the `@` and `G` cells when `coordinates` is on."""
+    if not coordinates:
+        return render(board, state)
+    (row, column), (goal_row, goal_column) = state.position, board.goal
+    agent = f"@ is at row {row + 1}, column {column + 1}"
+    where = f"{agent}; G is at row {goal_row + 1}, column {goal_column + 1}."
+    return f"{where}\n{render(board, state)}"
+
+
+def first_observation(board: Board, state: State, coordinates: bool = False) -> str:
     legend = LEGEND + (DOOR_LEGEND if board.key is not None else "")
-    return f"{legend}\n{render(board, state)}"
+    return f"{legend}\n{board_view(board, state, coordinates)}"
 
 
-def step_observation(board: Board, state: State, event: str) -> str:
-    line = EVENTS[event]
-    return f"{line}\n{render(board, state)}" if line else render(board, state)
+def step_observation(board: Board, state: State, event: str, coordinates: bool = False) -> str:
+    line, view = EVENTS[event], board_view(board, state, coordinates)
+    return f"{line}\n{view}" if line else view
 
 
 def parse_direction(action: Action, *, text_moves: bool = True) -> tuple[str | None, str]:
@@ -118,24 +130,32 @@ EXAMPLE_EPISODES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
-def example_exchange(layout: tuple[str, ...], moves: tuple[str, ...]) -> list[dict[str, Any]]:
+def example_exchange(
+    layout: tuple[str, ...], moves: tuple[str, ...], coordinates: bool = False
+) -> list[dict[str, Any]]:
     """One played episode as chat messages: first observation, then a move call and its observation each."""
     board = parse_layout(layout)
     state = initial_state(board)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": first_observation(board, state)}]
+    first = first_observation(board, state, coordinates)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
     for direction in moves:
         state, event = move(board, state, direction)
         call = {"name": "move", "arguments": {"direction": direction}}
         messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        messages.append({"role": "tool", "content": step_observation(board, state, event)})
+        messages.append({"role": "tool", "content": step_observation(board, state, event, coordinates)})
     return messages
 
 
-def few_shot_examples() -> tuple[dict[str, Any], ...]:
+def few_shot_examples(coordinates: bool = False) -> tuple[dict[str, Any], ...]:
     """Two solved episodes on 3-row boards (smaller than any level's, so in no split), using all four
-    directions. The last message is the assistant's winning move, as in the calc examples.
+    directions, rendered as the env renders its boards. The last message is the assistant's winning move,
+    as in the calc examples.
     """
-    messages = [message for layout, moves in EXAMPLE_EPISODES for message in example_exchange(layout, moves)]
+    messages = [
+        message
+        for layout, moves in EXAMPLE_EPISODES
+        for message in example_exchange(layout, moves, coordinates)
+    ]
     return tuple(messages[:-1])
 
 
@@ -147,9 +167,16 @@ class MazeEnv(Env):
     blocking = False
     scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
 
-    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS, level: int = 1, text_moves: bool = True) -> None:
+    def __init__(
+        self,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        level: int = 1,
+        text_moves: bool = True,
+        coordinates: bool = False,
+    ) -> None:
         """max_steps: moves before truncation. level: the level drawn by reset() when no task is given.
-        text_moves: whether a turn without a tool call may move by a plain direction word in its text."""
+        text_moves: whether a turn without a tool call may move by a plain direction word in its text.
+        coordinates: whether each board comes after a line with the `@` and `G` cells (row and column)."""
         super().__init__()
         if max_steps < 1:
             raise EnvError(f"max_steps must be >= 1, got {max_steps}")
@@ -158,6 +185,9 @@ class MazeEnv(Env):
         self.max_steps = max_steps
         self.level = level
         self.text_moves = bool(text_moves)
+        self.coordinates = bool(coordinates)
+        if self.coordinates:  # the few-shot boards as this env renders them
+            self.examples = few_shot_examples(coordinates=True)
         self._task: dict[str, Any] | None = None
         self._board: Board | None = None
         self._state: State | None = None
@@ -174,7 +204,7 @@ class MazeEnv(Env):
         self._state = initial_state(self._board)
         self._steps = 0
         board_text = render(self._board, self._state)
-        return first_observation(self._board, self._state), {
+        return first_observation(self._board, self._state, self.coordinates), {
             "state_key": state_key(self._task["id"], board_text),
             "task_id": self._task["id"],
         }
@@ -185,13 +215,13 @@ class MazeEnv(Env):
         self._steps += 1
         direction, problem = parse_direction(action, text_moves=self.text_moves)
         if direction is None:
-            observation = f"{INVALID_NOTE}\n{render(board, state)}"
+            observation = f"{INVALID_NOTE}\n{board_view(board, state, self.coordinates)}"
             info: dict[str, Any] = {"invalid": True, "event": "invalid", "error": problem}
             reward, terminated = 0.0, False
         else:
             state, event = move(board, state, direction)
             self._state = state
-            observation = step_observation(board, state, event)
+            observation = step_observation(board, state, event, self.coordinates)
             info = {"invalid": False, "event": event, "direction": direction}
             terminated = event == "goal"
             reward = 1.0 if terminated else 0.0

@@ -158,6 +158,20 @@ def test_without_text_moves_only_a_tool_call_moves() -> None:
     assert not moved.info["invalid"] and moved.info["state_key"] != start_key
 
 
+def test_coordinates_name_the_agent_and_goal_cells_above_every_board() -> None:
+    env = MazeEnv(coordinates=True)
+    first, info = env.reset(options={"task": OPEN})
+    assert first.splitlines()[1] == "@ is at row 1, column 1; G is at row 4, column 4."
+    assert first.splitlines()[2:] == OPEN["layout"]
+    assert info["state_key"] == MazeEnv().reset(options={"task": OPEN})[1]["state_key"]
+    moved = env.step(go("right"))
+    assert moved.observation.splitlines()[0] == "@ is at row 1, column 2; G is at row 4, column 4."
+    bumped = env.step(Action(text="no call"))
+    assert bumped.observation.splitlines()[1].startswith("@ is at row 1, column 2;")
+    shown = [m["content"] for m in env.examples if m["role"] != "assistant"]
+    assert all("@ is at row" in content for content in shown) and MazeEnv().examples != env.examples
+
+
 def test_episodes_are_truncated_after_max_steps() -> None:
     env = MazeEnv(max_steps=3)
     results = play(env, OPEN, ["up", "up", "up"])
