@@ -60,6 +60,7 @@ class Turn:
     board_after: str
     invalid: bool
     advantage: float | None
+    direction: str | None = None  # the move the env read (None for an invalid turn)
 
 
 def agent_cell(board: str, height: int) -> tuple[int, int] | None:
@@ -110,6 +111,14 @@ def move_quality(turns: Iterable[Turn], layouts: Mapping[str, Sequence[str]]) ->
     }
 
 
+def direction_shares(turns: Iterable[Turn]) -> dict[str, float]:
+    """Share of each move among the valid turns (a policy stuck on one direction shows here)."""
+    moves = [turn.direction for turn in turns if turn.direction]
+    if not moves:
+        return {}
+    return {d: round(moves.count(d) / len(moves), 4) for d in ("up", "down", "left", "right")}
+
+
 def mean_advantage(turns: Iterable[Turn], invalid: bool) -> float | None:
     values = [t.advantage for t in turns if t.invalid == invalid and t.advantage is not None]
     return sum(values) / len(values) if values else None
@@ -120,17 +129,20 @@ def load_turns(store_url: str, run_name: str) -> list[Turn]:
     engine = create_engine(store_url)
     query = text(
         "SELECT e.id, e.split, e.step, e.task_id, e.first_observation, t.observation, t.invalid, "
-        "t.advantage FROM turns t JOIN episodes e ON t.episode_id = e.id "
+        "t.advantage, t.info FROM turns t JOIN episodes e ON t.episode_id = e.id "
         "WHERE e.run_id = (SELECT id FROM runs WHERE name = :name ORDER BY created_at DESC LIMIT 1) "
         'ORDER BY e.id, t."index"'
     )
     with engine.connect() as connection:
         rows = connection.execute(query, {"name": run_name}).all()
     turns, previous_episode, board = [], None, ""
-    for episode, split, step, task_id, first, observation, invalid, advantage in rows:
+    for episode, split, step, task_id, first, observation, invalid, advantage, info in rows:
         if episode != previous_episode:
             previous_episode, board = episode, first or ""
-        turns.append(Turn(episode, split, step, task_id, board, observation, bool(invalid), advantage))
+        direction = (json.loads(info) if isinstance(info, str) else info or {}).get("direction")
+        turns.append(
+            Turn(episode, split, step, task_id, board, observation, bool(invalid), advantage, direction)
+        )
         if not invalid:  # an invalid turn's observation is the note and the unchanged board
             board = observation
     return turns
@@ -166,7 +178,7 @@ def report(run_dir: Path, store_url: str | None = None) -> dict[str, Any]:
             }
         )
     evaluations = [
-        {"step": step, **move_quality(step_turns, layouts)}
+        {"step": step, **move_quality(step_turns, layouts), "directions": direction_shares(step_turns)}
         for (split, step), step_turns in sorted(by_step.items())
         if split != "train"
     ]

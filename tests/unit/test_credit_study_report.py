@@ -8,7 +8,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from credit_study_report import Turn, distance_to_goal, made_progress, move_quality  # noqa: E402
+from credit_study_report import (  # noqa: E402
+    Turn,
+    direction_shares,
+    distance_to_goal,
+    made_progress,
+    move_quality,
+)
 
 LAYOUT = ["@.#.", "..#G", "....", "...."]  # the wall column forces the path down and around
 LEGEND = "Move @ to G. # is a wall.\n"
@@ -56,3 +62,14 @@ def test_move_quality_counts_invalid_turns_as_no_progress_and_each_first_turn_on
         "progress_rate_valid": 2 / 4,
         "first_turn_progress_rate": 1 / 2,
     }
+
+
+def test_direction_shares_are_over_the_valid_moves() -> None:
+    turns = [
+        Turn(1, "eval", 0, "t", "", "", False, None, "right"),
+        Turn(1, "eval", 0, "t", "", "", False, None, "right"),
+        Turn(1, "eval", 0, "t", "", "", False, None, "up"),
+        Turn(1, "eval", 0, "t", "", "", True, None, None),
+    ]
+    assert direction_shares(turns) == {"up": 0.3333, "down": 0.0, "left": 0.0, "right": 0.6667}
+    assert direction_shares(turns[3:]) == {}
