@@ -102,6 +102,9 @@ class StudyConfig:
     # demonstrations of this many train tasks, then `agentrl sft` with these overrides; 0 = the base model
     warm_start_demos: int = 64
     warm_start_sft: tuple[str, ...] = ("sft.epochs=1", "sft.batch_size=8", "sft.lr=1e-4")
+    # or an existing warm-start model (an `agentrl sft` run's `final` folder), used as it is: a diagnostic
+    # run that changes an RL-only setting starts from the study's own warm start instead of making another
+    warm_start_from: str = ""
     runs_dir: str = "runs/credit_study_warm"
     out: Path = RESULTS / "credit_study_warm.json"
     plot: Path = RESULTS / "credit_study_warm.png"
@@ -181,6 +184,8 @@ def warm_start_name(study: StudyConfig, kind: str) -> str:
 
 def warm_start_model(study: StudyConfig) -> Path:
     """Where the study's supervised warm start keeps its model (`agentrl sft`'s output folder)."""
+    if study.warm_start_from:
+        return Path(study.warm_start_from).resolve()
     return (Path(study.runs_dir) / warm_start_name(study, "sft") / "final").resolve()
 
 
@@ -206,7 +211,9 @@ def ensure_warm_start(study: StudyConfig) -> dict[str, Any] | None:
     held-out evaluations (step 0: the base model; last: the warm start), or None without a warm start."""
     if not study.warm_start_demos:
         return None
-    commands = warm_start_commands(study)
+    if study.warm_start_from and not (warm_start_model(study) / "config.json").is_file():
+        raise SystemExit(f"--warm-start-from {study.warm_start_from}: no model there (config.json missing)")
+    commands = {} if study.warm_start_from else warm_start_commands(study)
     if not (warm_start_model(study) / "config.json").is_file():
         for kind, args in commands.items():
             shutil.rmtree(Path(study.runs_dir) / warm_start_name(study, kind), ignore_errors=True)
@@ -536,6 +543,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
     parser.add_argument("--eval-points", type=int, help="evenly spaced held-out evaluations per run")
     parser.add_argument("--eval-tasks", type=int, help="held-out tasks per evaluation")
     parser.add_argument("--out", type=Path, help="JSON path (the PNG goes next to it)")
+    parser.add_argument("--warm-start-from", help="an existing warm-start model folder, used as it is")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the estimated wall time")
     parser.add_argument("--kept-only", action="store_true", help="report on the finished runs only")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # one run in this process (see kept_or_run)
@@ -557,6 +565,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
     if args.seeds is not None or args.first_seed:
         count = args.seeds if args.seeds is not None else len(study.seeds)
         changes["seeds"] = tuple(range(args.first_seed, args.first_seed + count))
+    if args.warm_start_from:
+        changes["warm_start_from"] = args.warm_start_from
     for key in ("env_steps", "eval_points", "eval_tasks"):
         if getattr(args, key) is not None:
             changes[key] = getattr(args, key)

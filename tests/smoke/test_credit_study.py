@@ -68,6 +68,10 @@ def test_every_run_starts_from_the_warm_start_made_under_the_studys_overrides(tm
     assert credit_study.warm_start_model(other) != model  # other settings, another warm start
     for command in (demos, sft):
         assert set(study.overrides) <= set(command) and f"eval.num_tasks={study.eval_tasks}" in command
+    given = credit_study.StudyConfig(warm_start_from=str(tmp_path / "nothing"))
+    assert credit_study.run_config(given, "grpo", 0).model.name == str(tmp_path / "nothing")
+    with pytest.raises(SystemExit, match="no model there"):
+        credit_study.ensure_warm_start(given)
     cold = credit_study.StudyConfig(warm_start_demos=0)
     assert credit_study.ensure_warm_start(cold) is None
     assert credit_study.run_config(cold, "grpo", 0).model.name == "smollm2-135m-instruct"
