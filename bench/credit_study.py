@@ -434,6 +434,8 @@ def run_dir_of(study: StudyConfig) -> Path:
 def fingerprint(study: StudyConfig) -> dict[str, Any]:
     """What a kept run summary must have been produced under to be reused (not the output paths)."""
     fields = asdict(study)
+    if not fields["warm_start_from"]:  # absent unless set: runs kept before the field existed still match
+        del fields["warm_start_from"]
     return {
         key: list(value) if isinstance(value, tuple) else value
         for key, value in fields.items()
