@@ -3,13 +3,15 @@
     .venv/bin/python bench/credit_study.py            # the full study (see "Cost" below); the lead runs it
     .venv/bin/python bench/credit_study.py --quick    # 1 seed, grpo + gigpo, 1 tiny train step: minutes
 
-For each estimator and seed it trains SmolLM2-135M-Instruct from `configs/<task>.yaml` (default `maze`)
-with only `credit.estimator` and `train.seed` changed, until the run has taken `--env-steps` environment
+First it makes the warm start every run begins from, once (`agentrl demos` + `agentrl sft`, the
+cold-start recipe; `warm_start_demos=0` starts from the base model instead). Then for each estimator and
+seed it trains SmolLM2-135M-Instruct from `configs/<task>.yaml` (default `maze`) with only
+`credit.estimator` and `train.seed` changed, until the run has taken `--env-steps` environment
 steps (assistant turns, invalid ones included), and evaluates held-out success whenever the run's env steps
-cross one of `--eval-points` evenly spaced checkpoints. The base model (env step 0) is evaluated once and
+cross one of `--eval-points` evenly spaced checkpoints. The starting model (env step 0) is evaluated once and
 shared by every curve: it is the same model, evaluated on the same tasks with the same sampler seed.
 
-Writes `bench/results/credit_study.json` and `bench/results/credit_study.png` (mean held-out success vs env
+Writes `bench/results/credit_study_warm.json` and `credit_study_warm.png` (mean held-out success vs env
 steps per estimator, with 95% Student-t bands over seeds) and prints the summary. JSON keys:
     runs[estimator][i]: seed, curve [{checkpoint_env_steps, env_steps, train_step, success_rate,
         episodes}], wall_s, train_steps, env_steps, and the means over train steps of anchor_hit_rate,
