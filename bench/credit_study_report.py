@@ -30,9 +30,8 @@ from typing import Any
 
 import yaml
 from agentrl_maze.levels import parse_layout, solve
-from sqlalchemy import create_engine, text
 
-from agentrl.store.repository import resolve_url
+from agentrl.store.repository import close_store, list_runs, load_episodes, open_store, resolve_url
 from agentrl.tasks import load_tasks
 
 STEP_KEYS = (
@@ -126,25 +125,27 @@ def mean_advantage(turns: Iterable[Turn], invalid: bool) -> float | None:
 
 def load_turns(store_url: str, run_name: str) -> list[Turn]:
     """Every stored turn of the run named `run_name` (its newest run of that name), in order."""
-    engine = create_engine(store_url)
-    query = text(
-        "SELECT e.id, e.split, e.step, e.task_id, e.first_observation, t.observation, t.invalid, "
-        "t.advantage, t.info FROM turns t JOIN episodes e ON t.episode_id = e.id "
-        "WHERE e.run_id = (SELECT id FROM runs WHERE name = :name ORDER BY created_at DESC LIMIT 1) "
-        'ORDER BY e.id, t."index"'
-    )
-    with engine.connect() as connection:
-        rows = connection.execute(query, {"name": run_name}).all()
-    turns, previous_episode, board = [], None, ""
-    for episode, split, step, task_id, first, observation, invalid, advantage, info in rows:
-        if episode != previous_episode:
-            previous_episode, board = episode, first or ""
-        direction = (json.loads(info) if isinstance(info, str) else info or {}).get("direction")
-        turns.append(
-            Turn(episode, split, step, task_id, board, observation, bool(invalid), advantage, direction)
-        )
-        if not invalid:  # an invalid turn's observation is the note and the unchanged board
-            board = observation
+    store = open_store(store_url)
+    try:
+        run = next((run for run in list_runs(store) if run["name"] == run_name), None)
+        if run is None:
+            raise SystemExit(f"no run named {run_name!r} in {store_url}; pass the store with --store")
+        episodes = load_episodes(store, run["id"])
+    finally:
+        close_store(store)
+    turns = []
+    for episode in episodes:
+        board = episode["first_observation"] or ""
+        for turn in episode["turns"]:
+            direction = (turn["info"] or {}).get("direction")
+            turns.append(
+                Turn(
+                    episode["id"], episode["split"], episode["step"], episode["task_id"], board,
+                    turn["observation"], bool(turn["invalid"]), turn["advantage"], direction,
+                )
+            )  # fmt: skip
+            if not turn["invalid"]:  # an invalid turn's observation is the note and the unchanged board
+                board = turn["observation"]
     return turns
 
 
