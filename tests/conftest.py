@@ -32,6 +32,19 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model folder any command takes as `model.name=`: a random 2-layer Llama over the byte-level
+    ChatML tokenizer (tests/tiny_models.py), for tests of the trainer's mechanics rather than of a model."""
+    from tiny_models import tiny_llama
+    from tiny_tokenizers import byte_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-model")
+    tiny_llama().save_pretrained(folder)
+    byte_tokenizer().save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_leaked_sandboxes() -> Iterator[None]:
     """After the whole session, no sandbox container this test process started may still exist."""

@@ -17,7 +17,7 @@ import docker
 import pytest
 
 from agentrl.sandbox.channel import CHANNEL_MOUNT
-from agentrl.sandbox.docker import OWNER_LABEL, DockerSandbox, labelled_containers, owner, reap
+from agentrl.sandbox.docker import OWNER_LABEL, SERVICE_LABEL, DockerSandbox, labelled_containers, owner, reap
 from agentrl.sandbox.limits import SandboxConfig
 from agentrl.sandbox.pool import PoolConfig, SandboxPool
 
@@ -25,12 +25,15 @@ pytestmark = pytest.mark.docker
 
 ATTACK_TIMEOUT_S = 3.0
 HEALTHY_EXEC_S = 1.0  # a fresh sandbox must answer `echo ok` within this after an attack
+# this module's pool labels its containers with a service name of its own, so the leak check counts only
+# them (not a container an earlier test of the same process is still removing in the background)
+LABELS = {SERVICE_LABEL: "agentrl-security-test"}
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[SandboxPool]:
     config = SandboxConfig(command_timeout_s=ATTACK_TIMEOUT_S)
-    with SandboxPool(config, PoolConfig(size=2)) as started:
+    with SandboxPool(config, PoolConfig(size=2), LABELS) as started:
         assert started.wait_ready(timeout_s=60)
         yield started
     _assert_nothing_leaked()
@@ -199,11 +202,13 @@ def _host_available_memory() -> int:
 
 
 def _assert_nothing_leaked() -> None:
+    """After the pool closed, none of its containers is left (removal may lag a loaded engine: up to 20 s)."""
     client = docker.from_env()
-    for _ in range(50):
-        if not labelled_containers({OWNER_LABEL: owner()}, client):
+    mine = {**LABELS, OWNER_LABEL: owner()}
+    for _ in range(200):
+        if not labelled_containers(mine, client):
             return
         time.sleep(0.1)
-    leaked = len(labelled_containers({OWNER_LABEL: owner()}, client))
-    reap({OWNER_LABEL: owner()}, client)
+    leaked = len(labelled_containers(mine, client))
+    reap(mine, client)
     assert leaked == 0, f"{leaked} sandbox containers leaked"

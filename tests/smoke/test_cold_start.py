@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_models import tiny_llama
-from tiny_tokenizers import byte_tokenizer
 
 AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
 
@@ -37,14 +35,6 @@ PEAK_RSS = (
 
 def peak_rss_kb(stderr: str) -> int:
     return int(stderr.strip().splitlines()[-1].split()[-1])
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-model")
-    tiny_llama().save_pretrained(folder)
-    byte_tokenizer().save_pretrained(folder)
-    return folder
 
 
 def common(tmp_path: Path, model: Path) -> list[str]:

@@ -83,11 +83,14 @@ def test_the_kept_plan_2_runs_still_match_the_default_study() -> None:
     assert kept["study"] == credit_study.fingerprint(credit_study.StudyConfig())
 
 
-def test_quick_study_writes_json_and_plot(tmp_path: Path) -> None:
+def test_quick_study_writes_json_and_plot(tmp_path: Path, tiny_model: Path) -> None:
+    """The study's machinery end to end (base evaluation, runs in child processes, report, plot) with the
+    tiny random model in place of SmolLM2: the numbers are not the point here."""
     out = tmp_path / "study.json"
     command = [
         sys.executable, str(ROOT / "bench" / "credit_study.py"), "--quick", "--out", str(out),
         f"runs_dir={tmp_path}/runs", f"store.url=sqlite:///{tmp_path}/store.db",
+        f"model.name={tiny_model}", "rollout.max_context_tokens=4096",  # one byte per token
     ]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

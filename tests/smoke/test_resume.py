@@ -1,6 +1,8 @@
 """Exact resume: a run killed with SIGKILL after step 2 and resumed from its checkpoint records the same
 step 3 as a run that was never interrupted (seeded sampling, so rollouts do not depend on batching); in one
-process, and with `trainer.nproc=2` (torchrun, FSDP2 shards and per-rank RNG states)."""
+process, and with `trainer.nproc=2` (torchrun, FSDP2 shards and per-rank RNG states). The calc env with a
+tiny random model (the `tiny_model` fixture): what is tested is the trainer's checkpoint, RNG and store
+bookkeeping, which do not depend on the model's size (SmolLM2 made this test take 24 minutes)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
 TIMINGS = ("_s",)  # wall-clock metrics differ between runs by nature
 
 
-def train_args(runs: Path, db: Path, name: str, nproc: int) -> list[str]:
+def train_args(runs: Path, db: Path, name: str, nproc: int, model: Path) -> list[str]:
     return [
         "train",
         "--task",
@@ -27,6 +29,8 @@ def train_args(runs: Path, db: Path, name: str, nproc: int) -> list[str]:
         f"name={name}",
         f"runs_dir={runs}",
         f"store.url=sqlite:///{db}",
+        f"model.name={model}",
+        "rollout.max_context_tokens=4096",  # one byte per token
         "train.steps=3",
         "train.tasks_per_step=2",
         "train.group_size=2",
@@ -57,11 +61,11 @@ def step_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_a_killed_run_resumes_exactly(repo_root: Path, tmp_path: Path, nproc: int) -> None:
+def test_a_killed_run_resumes_exactly(repo_root: Path, tmp_path: Path, nproc: int, tiny_model: Path) -> None:
     runs, db = tmp_path / "runs", tmp_path / "store.db"
     env = {**os.environ, "AGENTRL_DB_URL": ""}
     straight = subprocess.run(
-        AGENTRL + train_args(runs, db, "straight", nproc),
+        AGENTRL + train_args(runs, db, "straight", nproc, tiny_model),
         cwd=repo_root,
         env=env,
         capture_output=True,
@@ -70,7 +74,7 @@ def test_a_killed_run_resumes_exactly(repo_root: Path, tmp_path: Path, nproc: in
     assert straight.returncode == 0, straight.stderr[-3000:]
 
     killed = subprocess.Popen(
-        AGENTRL + train_args(runs, db, "killed", nproc),
+        AGENTRL + train_args(runs, db, "killed", nproc, tiny_model),
         cwd=repo_root,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -86,7 +90,7 @@ def test_a_killed_run_resumes_exactly(repo_root: Path, tmp_path: Path, nproc: in
     killed.wait()
 
     resumed = subprocess.run(
-        AGENTRL + [*train_args(runs, db, "killed", nproc), f"trainer.resume={runs / 'killed'}"],
+        AGENTRL + [*train_args(runs, db, "killed", nproc, tiny_model), f"trainer.resume={runs / 'killed'}"],
         cwd=repo_root,
         env=env,
         capture_output=True,
