@@ -189,9 +189,13 @@ def measure(
     results = {"base": sft_evals[0], "sft": sft_evals[max(sft_evals)]}
     if rl_evals:
         results["sft_rl"] = rl_evals[max(rl_evals)]
+    rl_keys = ("success_rate", "invalid_turn_rate", "reward_mean", "trained_episodes", "zero_variance_groups")
+    curves = {"rl_training": training_curve(rl_rows, (*rl_keys, "update_s"))}
     if rl_from_base:
-        base_evals = evals(metrics_rows(runs / f"{prefix}-rl-base"))
+        base_rows = metrics_rows(runs / f"{prefix}-rl-base")
+        base_evals = evals(base_rows)
         results["base_rl"] = base_evals[max(base_evals)]
+        curves["rl_from_base_training"] = training_curve(base_rows, (*rl_keys, "update_s"))
     return {
         "env": name,
         "task": recipe.task,
@@ -210,9 +214,7 @@ def measure(
             **{k.removeprefix("demos/"): v for k, v in demos_manifest["metrics"].items()},
         },
         "sft_training": training_curve(sft_rows, ("nll", "token_accuracy", "grad_norm", "update_s")),
-        "rl_training": training_curve(
-            rl_rows, ("success_rate", "invalid_turn_rate", "reward_mean", "trained_episodes", "update_s")
-        ),
+        **curves,
         "timings_s": timings,
         "load_average": {"before": [round(x, 2) for x in load_before], "after": list(os.getloadavg())},
         "notes": recipe.notes,

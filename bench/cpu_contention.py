@@ -1,0 +1,110 @@
+"""How much a second, `nice`d process slows a 2-thread torch job on this machine (why a study slowed down).
+
+What this is: a ratio measurement. One fixed torch workload (fp32 matmuls the size of SmolLM2-135M's MLP
+over a short batch, `torch.set_num_threads(T)`) is timed alone and then beside one CPU-bound busy loop
+started at a given `nice` level, in the same run, several rounds each; the report gives each setting's
+throughput as a ratio to the first setting's. The question it answers: with 2 cores and the study's torch
+job on both, does a `nice 19` neighbour cost the job only the little CPU time the scheduler gives it, or
+more (a thread of the job waiting at every parallel region for its other thread, which the neighbour
+delays)?
+
+What this is not: a model benchmark (no engine, no trainer), nor a measure of memory-bandwidth contention
+(the busy loop touches no memory).
+
+    .venv/bin/python bench/cpu_contention.py            # -> bench/results/cpu_contention.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BUSY_LOOP = "while True:\n    pass\n"
+SETTINGS = (  # (name, torch threads, neighbour's nice level or None for no neighbour)
+    ("alone, 2 threads", 2, None),
+    ("beside a nice 19 busy loop, 2 threads", 2, 19),
+    ("beside a nice 0 busy loop, 2 threads", 2, 0),
+    ("alone, 1 thread", 1, None),
+    ("beside a nice 19 busy loop, 1 thread", 1, 19),
+)
+
+
+def cpu_flags() -> list[str]:
+    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    lines = [line for line in text.splitlines() if line.startswith("flags")]
+    flags = set(lines[0].split(":", 1)[1].split()) if lines else set()
+    return [flag for flag in wanted if flag in flags]
+
+
+def workload_s(threads: int, repeats: int) -> float:
+    """Seconds for `repeats` passes of x @ W1 -> @ W2 (576 -> 1536 -> 576, 64 rows), fp32."""
+    torch.set_num_threads(threads)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 576, generator=generator)
+    w1, w2 = torch.randn(576, 1536, generator=generator), torch.randn(1536, 576, generator=generator)
+    for _ in range(20):  # warm-up
+        (x @ w1).relu_() @ w2
+    start = time.perf_counter()
+    for _ in range(repeats):
+        (x @ w1).relu_() @ w2
+    return time.perf_counter() - start
+
+
+def with_neighbour(nice: int | None, threads: int, repeats: int) -> float:
+    if nice is None:
+        return workload_s(threads, repeats)
+    neighbour = subprocess.Popen(["nice", "-n", str(nice), sys.executable, "-c", BUSY_LOOP])
+    try:
+        time.sleep(0.5)
+        return workload_s(threads, repeats)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
+def measure(rounds: int, repeats: int) -> dict[str, object]:
+    times: dict[str, list[float]] = {name: [] for name, _, _ in SETTINGS}
+    for _ in range(rounds):  # interleaved, so drift in the machine's load hits every setting alike
+        for name, threads, nice in SETTINGS:
+            times[name].append(with_neighbour(nice, threads, repeats))
+    baseline = sorted(times[SETTINGS[0][0]])[rounds // 2]
+    rows = {}
+    for name, values in times.items():
+        median = sorted(values)[rounds // 2]
+        rows[name] = {"median_s": round(median, 4), "throughput_vs_first": round(baseline / median, 3)}
+    return {
+        "command": "bench/cpu_contention.py " + " ".join(sys.argv[1:]),
+        "cpu_flags": cpu_flags(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "rounds": rounds,
+        "repeats": repeats,
+        "settings": rows,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=300)
+    parser.add_argument("--out", type=Path, default=RESULTS / "cpu_contention.json")
+    args = parser.parse_args()
+    report = measure(args.rounds, args.repeats)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
