@@ -189,13 +189,16 @@ def measure(
     results = {"base": sft_evals[0], "sft": sft_evals[max(sft_evals)]}
     if rl_evals:
         results["sft_rl"] = rl_evals[max(rl_evals)]
-    rl_keys = ("success_rate", "invalid_turn_rate", "reward_mean", "trained_episodes", "zero_variance_groups")
-    curves = {"rl_training": training_curve(rl_rows, (*rl_keys, "update_s"))}
+    rl_keys = (
+        "success_rate", "invalid_turn_rate", "reward_mean", "trained_episodes", "zero_variance_groups",
+        "update_s",
+    )  # fmt: skip
+    curves = {"rl_training": training_curve(rl_rows, rl_keys)}
     if rl_from_base:
         base_rows = metrics_rows(runs / f"{prefix}-rl-base")
         base_evals = evals(base_rows)
         results["base_rl"] = base_evals[max(base_evals)]
-        curves["rl_from_base_training"] = training_curve(base_rows, (*rl_keys, "update_s"))
+        curves["rl_from_base_training"] = training_curve(base_rows, rl_keys)
     return {
         "env": name,
         "task": recipe.task,

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from agentrl.cpu import speed_flags
+
 RESULTS = Path(__file__).resolve().parent / "results"
 BUSY_LOOP = "while True:\n    pass\n"
 SETTINGS = (  # (name, torch threads, neighbour's nice level or None for no neighbour)
@@ -36,14 +38,6 @@ SETTINGS = (  # (name, torch threads, neighbour's nice level or None for no neig
     ("alone, 1 thread", 1, None),
     ("beside a nice 19 busy loop, 1 thread", 1, 19),
 )
-
-
-def cpu_flags() -> list[str]:
-    wanted = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    lines = [line for line in text.splitlines() if line.startswith("flags")]
-    flags = set(lines[0].split(":", 1)[1].split()) if lines else set()
-    return [flag for flag in wanted if flag in flags]
 
 
 def workload_s(threads: int, repeats: int) -> float:
@@ -84,7 +78,7 @@ def measure(rounds: int, repeats: int) -> dict[str, object]:
         rows[name] = {"median_s": round(median, 4), "throughput_vs_first": round(baseline / median, 3)}
     return {
         "command": "bench/cpu_contention.py " + " ".join(sys.argv[1:]),
-        "cpu_flags": cpu_flags(),
+        "cpu_flags": speed_flags(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "torch": torch.__version__,
