@@ -3,6 +3,8 @@
     .venv/bin/python bench/credit_gym.py            # the full gym: 3 levels x 2 policies x 5 estimators x
                                                     # 20 seeds + sweeps: ~16 CPU-min, ~8 min on 2 idle cores
     .venv/bin/python bench/credit_gym.py --quick    # level 3, mlp, grpo vs gigpo, seeds 0-15 (~50 CPU-s)
+    .venv/bin/python bench/credit_gym.py --llm-shape  # level 1, mlp, grpo vs gigpo, 2 tasks x 4 episodes per
+                                                    # update (the LLM study's shape), 12k env steps
     .venv/bin/python bench/credit_gym.py --out x.json   # where the JSON (and the PNG beside it) go
     .venv/bin/python bench/credit_gym.py --replot   # only redraw the PNG from the JSON
 
@@ -167,6 +169,19 @@ QUICK = GymConfig(  # the full gym's mlp level-3 grpo and gigpo runs of seeds 0-
     sweep_gammas=(),
     sweep_step_weights=(),
     out=RESULTS / "credit_gym_quick.json",
+)
+
+LLM_SHAPE = GymConfig(  # the LLM study's update shape (2 tasks x 4 episodes) on level 1: its budget question
+    levels=(1,),
+    policies=("mlp",),
+    estimators=("grpo", "gigpo"),
+    tasks_per_step=2,
+    group_size=4,
+    env_steps={1: 12000},
+    sweep_group_sizes=(),
+    sweep_gammas=(),
+    sweep_step_weights=(),
+    out=RESULTS / "credit_gym_llm_shape.json",
 )
 
 
@@ -881,12 +896,17 @@ def parse_args(argv: Sequence[str] | None) -> tuple[GymConfig, bool]:
     """(the config, whether only to redraw the plot from an existing JSON)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="level 3, mlp, grpo vs gigpo, 16 seeds")
+    parser.add_argument(
+        "--llm-shape", action="store_true", help="level 1, mlp, grpo vs gigpo, the LLM study's 2x4 updates"
+    )
     parser.add_argument("--out", type=Path, help="the JSON to write (the PNG goes beside it)")
     parser.add_argument("--seeds", type=int, help="seeds per estimator (default: 20, quick: 16)")
     parser.add_argument("--workers", type=int, help="processes (at most 2)")
     parser.add_argument("--replot", action="store_true", help="only redraw the PNG from the JSON at --out")
     args = parser.parse_args(argv)
-    config = QUICK if args.quick else GymConfig()
+    if args.quick and args.llm_shape:
+        parser.error("--quick and --llm-shape are two presets: choose one")
+    config = QUICK if args.quick else LLM_SHAPE if args.llm_shape else GymConfig()
     changes = {"out": args.out, "seeds": args.seeds, "workers": args.workers}
     return replace(config, **{key: value for key, value in changes.items() if value is not None}), args.replot
 

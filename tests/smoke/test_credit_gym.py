@@ -131,3 +131,11 @@ def test_quick_gym_gigpo_beats_grpo_on_the_long_horizon_level(tmp_path: Path) ->
     assert difference.size == 16
     lower = difference.mean() - T90_DF15 * difference.std(ddof=1) / math.sqrt(difference.size)
     assert lower > 0.0, f"GiGPO - GRPO final success: mean {difference.mean():.3f}, lower bound {lower:.3f}"
+
+
+def test_llm_shape_preset_has_the_llm_studys_update_shape() -> None:
+    config, replot = credit_gym.parse_args(["--llm-shape", "--seeds", "3"])
+    assert (config.tasks_per_step, config.group_size, config.seeds, replot) == (2, 4, 3, False)
+    assert config.levels == (1,) and config.out.name == "credit_gym_llm_shape.json"
+    with pytest.raises(SystemExit):
+        credit_gym.parse_args(["--llm-shape", "--quick"])
