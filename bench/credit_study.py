@@ -531,8 +531,8 @@ def run_study(study: StudyConfig, kept_only: bool = False) -> dict[str, Any]:
     }
     study.out.parent.mkdir(parents=True, exist_ok=True)
     study.out.write_text(json.dumps(report, indent=2) + "\n")
-    seeds = len(study.seeds)
-    plot(report["mean_curves"], study.plot, f"{study.task}: mean over {seeds} seed(s), 95% t-band")
+    seeds = ", ".join(f"{name} {len(results)}" for name, results in runs.items())  # the finished runs only
+    plot(report["mean_curves"], study.plot, f"{study.task}: mean over seeds ({seeds}), 95% t-band")
     return report
 
 
