@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/credit_study_report.py runs/credit_study_warm/credit-grpo-seed0-... \
         --out bench/results/credit_study_warm_runs/grpo-seed0.steps.json
+    .venv/bin/python bench/credit_study_report.py --table bench/results/credit_study_warm_runs
 
 What this is: the measurements docs/credit_study.md quotes, read back from a run's `metrics.jsonl` and the
 run store (`--store`, else the URL the run's config.yaml names, else the default store; run it from the folder
@@ -13,6 +14,10 @@ the run ran in, since the default SQLite path is relative):
   bring `@` closer to `G` (BFS distance on the task's layout; an invalid turn or a wall bump is not
   progress). A policy that learns to navigate raises it before its success rate moves far enough to show
   on 60 mazes; one that only fixes its format does not.
+
+`--table KEPT_DIR` prints one markdown row per kept run (`NAME.json` with its `NAME.steps.json` beside it):
+held-out successes at each checkpoint, train-side means and the worst update's invalid rate, and the move
+quality and direction shares of its last held-out evaluation.
 
 What this is not: the study's runner (`bench/credit_study.py`) or a general run viewer (`agentrl runs`).
 Level-1 mazes only (no key or door: the distance ignores them).
@@ -41,6 +46,7 @@ STEP_KEYS = (
     "zero_variance_groups",
     "credit/advantage_std",
     "approx_kl",
+    "kl",  # to the reference (the start) when loss.kl_coef > 0; absent otherwise
     "entropy",
     "grad_norm",
     "trained_episodes",
@@ -186,12 +192,99 @@ def report(run_dir: Path, store_url: str | None = None) -> dict[str, Any]:
     return {"run": run_dir.name, "store": url, "updates": updates, "evaluations": evaluations}
 
 
+def _mean(values: Iterable[float | None]) -> float | None:
+    kept = [value for value in values if value is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def run_row(name: str, summary: Mapping[str, Any], steps: Mapping[str, Any]) -> dict[str, Any]:
+    """One kept run's line of the study's table, from its summary and its `report` output."""
+    result = summary["result"]
+    updates, last_eval = steps["updates"], (steps["evaluations"] or [{}])[-1]
+    invalid = [row.get("invalid_turn_rate") for row in updates]
+    return {
+        "run": name,
+        "held_out": [round(point["success_rate"] * point["episodes"]) for point in result["curve"]],
+        "eval_tasks": result["curve"][-1]["episodes"] if result["curve"] else 0,
+        "train_success": _mean(row.get("success_rate") for row in updates),
+        "invalid_turns": _mean(invalid),
+        "worst_invalid": max((value for value in invalid if value is not None), default=None),
+        "zero_variance_groups": _mean(row.get("zero_variance_groups") for row in updates),
+        "max_kl": max((row["kl"] for row in updates if row.get("kl") is not None), default=None),
+        "progress": last_eval.get("progress_rate"),
+        "first_move_progress": last_eval.get("first_turn_progress_rate"),
+        "directions": last_eval.get("directions", {}),
+    }
+
+
+def _cell(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+TABLE_HEADER = (
+    "run",
+    "held out (of N) per checkpoint",
+    "train success",
+    "invalid turns",
+    "worst update",
+    "zero-variance groups",
+    "max KL to the start",
+    "last eval: turns closer to G",
+    "first moves closer",
+    "down / right",
+)
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows of `run_row` as a markdown table."""
+    lines = ["| " + " | ".join(TABLE_HEADER) + " |", "|" + "---|" * len(TABLE_HEADER)]
+    for row in rows:
+        directions = row["directions"]
+        cells = [
+            row["run"],
+            f"{' / '.join(map(str, row['held_out']))} (of {row['eval_tasks']})",
+            *(
+                _cell(row[key])
+                for key in (
+                    "train_success",
+                    "invalid_turns",
+                    "worst_invalid",
+                    "zero_variance_groups",
+                    "max_kl",
+                    "progress",
+                    "first_move_progress",
+                )
+            ),
+            f"{_cell(directions.get('down'))} / {_cell(directions.get('right'))}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def kept_rows(kept_dir: Path) -> list[dict[str, Any]]:
+    """`run_row` of every kept run in `kept_dir` that has its steps file, by name."""
+    rows = []
+    for steps_path in sorted(kept_dir.glob("*.steps.json")):
+        name = steps_path.name.removesuffix(".steps.json")
+        summary_path = kept_dir / f"{name}.json"
+        if summary_path.is_file():
+            summary, steps = json.loads(summary_path.read_text()), json.loads(steps_path.read_text())
+            rows.append(run_row(name, summary, steps))
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="the run's folder (runs_dir/NAME)")
+    parser.add_argument("run_dir", type=Path, nargs="?", help="the run's folder (runs_dir/NAME)")
+    parser.add_argument("--table", type=Path, metavar="KEPT_DIR", help="print the kept runs' markdown table")
     parser.add_argument("--store", help="the store URL, when the run's config.yaml does not name it")
     parser.add_argument("--out", type=Path, help="write the JSON here (else print it)")
     args = parser.parse_args(argv)
+    if args.table:
+        print(markdown_table(kept_rows(args.table)))
+        return 0
+    if args.run_dir is None:
+        parser.error("give a run folder, or --table KEPT_DIR")
     result = json.dumps(report(args.run_dir, args.store), indent=1) + "\n"
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""`bench/credit_study_report.py`'s move quality on hand-made maze turns (pure logic, no store)."""
+"""`bench/credit_study_report.py`'s move quality on hand-made maze turns and its kept-runs table (pure logic,
+no store)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from credit_study_report import (  # noqa: E402
     direction_shares,
     distance_to_goal,
     made_progress,
+    markdown_table,
     move_quality,
+    run_row,
 )
 
 LAYOUT = ["@.#.", "..#G", "....", "...."]  # the wall column forces the path down and around
@@ -73,3 +76,37 @@ def test_direction_shares_are_over_the_valid_moves() -> None:
     ]
     assert direction_shares(turns) == {"up": 0.3333, "down": 0.0, "left": 0.0, "right": 0.6667}
     assert direction_shares(turns[3:]) == {}
+
+
+def test_a_kept_runs_table_row_reads_its_summary_and_steps() -> None:
+    summary = {
+        "result": {
+            "curve": [
+                {"success_rate": 0.1, "episodes": 60},
+                {"success_rate": 0.2, "episodes": 60},
+            ]
+        }
+    }
+    steps = {
+        "updates": [
+            {"success_rate": 0.25, "invalid_turn_rate": 0.0, "zero_variance_groups": 0.5},
+            {"success_rate": 0.0, "invalid_turn_rate": 0.5, "zero_variance_groups": 1.0, "kl": 0.02},
+            {"success_rate": 0.5, "invalid_turn_rate": None, "zero_variance_groups": 0.0, "kl": 0.01},
+        ],
+        "evaluations": [
+            {"progress_rate": 0.1, "first_turn_progress_rate": 0.3, "directions": {"down": 1.0}},
+            {
+                "progress_rate": 0.2,
+                "first_turn_progress_rate": 0.4,
+                "directions": {"down": 0.5, "right": 0.4},
+            },
+        ],
+    }
+    row = run_row("grpo-seed1", summary, steps)
+    assert row["held_out"] == [6, 12] and row["eval_tasks"] == 60
+    assert row["train_success"] == 0.25 and row["invalid_turns"] == 0.25 and row["worst_invalid"] == 0.5
+    assert row["zero_variance_groups"] == 0.5 and row["max_kl"] == 0.02
+    assert (row["progress"], row["first_move_progress"]) == (0.2, 0.4)  # the last evaluation
+    table = markdown_table([row]).splitlines()
+    assert len(table) == 3 and table[2].startswith("| grpo-seed1 | 6 / 12 (of 60) | 0.250 | 0.250 | 0.500 |")
+    assert table[2].endswith("| 0.500 / 0.400 |")
