@@ -8,8 +8,8 @@ What this is: the measurements docs/credit_study.md quotes, read back from a run
 run store (`--store`, else the URL the run's config.yaml names, else the default store; run it from the folder
 the run ran in, since the default SQLite path is relative):
 - per update: the run's own metrics (train success, invalid-turn rate, zero-variance groups, advantage
-  spread, KL moved, entropy, grad norm) and, from the stored turns, the mean advantage of valid and of
-  invalid turns;
+  spread, KL moved, entropy, grad norm) and, from the stored turns, the mean and the sum of the advantages
+  of valid and of invalid turns (the sum over valid turns is the net push on the call template they share);
 - per held-out evaluation, and for each update's train episodes: **move quality**, the share of turns that
   bring `@` closer to `G` (BFS distance on the task's layout; an invalid turn or a wall bump is not
   progress). A policy that learns to navigate raises it before its success rate moves far enough to show
@@ -129,6 +129,12 @@ def mean_advantage(turns: Iterable[Turn], invalid: bool) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def advantage_sum(turns: Iterable[Turn], invalid: bool) -> float:
+    """The summed advantage of the valid (or invalid) turns: with every turn's advantage on all its tokens
+    and a token-mean loss, the net push on the tokens those turns share (the call template)."""
+    return sum(t.advantage for t in turns if t.invalid == invalid and t.advantage is not None)
+
+
 def load_turns(store_url: str, run_name: str) -> list[Turn]:
     """Every stored turn of the run named `run_name` (its newest run of that name), in order."""
     store = open_store(store_url)
@@ -181,6 +187,8 @@ def report(run_dir: Path, store_url: str | None = None) -> dict[str, Any]:
                 **{key: row[key] for key in STEP_KEYS if key in row},
                 "mean_advantage_valid_turns": mean_advantage(step_turns, invalid=False),
                 "mean_advantage_invalid_turns": mean_advantage(step_turns, invalid=True),
+                "advantage_sum_valid_turns": advantage_sum(step_turns, invalid=False),
+                "advantage_sum_invalid_turns": advantage_sum(step_turns, invalid=True),
                 **move_quality(step_turns, layouts),
             }
         )

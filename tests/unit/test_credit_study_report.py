@@ -11,6 +11,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from credit_study_report import (  # noqa: E402
     Turn,
+    advantage_sum,
     direction_shares,
     distance_to_goal,
     made_progress,
@@ -110,3 +111,14 @@ def test_a_kept_runs_table_row_reads_its_summary_and_steps() -> None:
     table = markdown_table([row]).splitlines()
     assert len(table) == 3 and table[2].startswith("| grpo-seed1 | 6 / 12 (of 60) | 0.250 | 0.250 | 0.500 |")
     assert table[2].endswith("| 0.500 / 0.400 |")
+
+
+def test_advantage_sums_split_valid_from_invalid_turns() -> None:
+    turns = [
+        Turn(1, "train", 3, "t", "", "", False, -0.5),
+        Turn(1, "train", 3, "t", "", "", False, -0.5),
+        Turn(2, "train", 3, "t", "", "", False, 1.5),
+        Turn(3, "train", 3, "t", "", "", True, -1.0),
+        Turn(3, "train", 3, "t", "", "", False, None),  # not trained on: no advantage
+    ]
+    assert advantage_sum(turns, invalid=False) == 0.5 and advantage_sum(turns, invalid=True) == -1.0
