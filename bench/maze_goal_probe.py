@@ -4,12 +4,13 @@
         --models smollm2-135m-instruct,runs/credit_study_warm/warm-start-dfcd158e-sft/final
     # -> bench/results/maze_goal_probe.json
 
-What this is: for each held-out level-1 maze, the first prompt exactly as the runner renders it (the env with
-the credit study's kwargs, `render_first_prompt` with the env's tools and few-shot examples, the run
-config's instructions), then the teacher-forced log-probability, at the sampling temperature, of each of the
-four `move` calls written as the scripted demonstrations write them (`demos.turn_text`; sampling stops at
-`</tool_call>`). Normalised over the four calls, that is the model's exact first-move distribution given a
-valid call, with no sampling noise. Reported per model:
+What this is: for each held-out level-1 maze, the first prompt exactly as the runner renders it (the env
+with the credit study's run config, `configs/maze.yaml` with `credit_study.StudyConfig.overrides`: the
+coordinate line and the strict parser; `render_first_prompt` with the env's tools and few-shot examples
+and the config's instructions), then the teacher-forced log-probability, at the sampling temperature, of
+each of the four `move` calls written as the scripted demonstrations write them (`demos.turn_text`;
+sampling stops at `</tool_call>`). Normalised over the four calls, that is the model's exact first-move
+distribution given a valid call, with no sampling noise. Reported per model:
 - `closer_mass`: the mean over mazes of the probability on the moves that shorten the BFS path to G (what
   the study's sampled "first moves closer to G" estimates); `random_closer` is the same for uniform moves;
 - `goal_response`: for each direction d, the mean P(d) over mazes where d is a closer move minus the mean
@@ -37,6 +38,7 @@ from typing import Any
 
 import torch
 from agentrl_maze.env import MazeEnv
+from agentrl_maze.levels import DIRECTIONS as MOVES
 from agentrl_maze.levels import initial_state, move, parse_layout
 
 from agentrl.agent.prompting import render_first_prompt
@@ -49,10 +51,11 @@ from agentrl.trainer.update import shared_prefix_logits
 from agentrl.types import Action, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from credit_study import StudyConfig  # noqa: E402
 from credit_study_report import distance_to_goal  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DIRECTIONS = ("up", "down", "left", "right")
+DIRECTIONS = tuple(MOVES)  # up, down, left, right
 
 
 @dataclass(frozen=True)
@@ -62,14 +65,11 @@ class ProbeConfig:
     models: tuple[str, ...] = ("smollm2-135m-instruct",)
     suite: str = "maze/level1"
     split: str = "heldout"
-    env_kwargs: Mapping[str, Any] | None = None  # None: the credit study's (coordinates, strict parser)
+    overrides: tuple[str, ...] = StudyConfig().overrides  # the credit study's run config (its env kwargs)
     temperature: float = 0.8  # the study's sampling temperature
     bootstrap: int = 2000
     limit: int | None = None  # the first N mazes only (a smoke test); None: all
     out: Path = ROOT / "bench" / "results" / "maze_goal_probe.json"
-
-
-STUDY_ENV_KWARGS = {"max_steps": 10, "coordinates": True, "text_moves": False}
 
 
 def closer_moves(layout: Sequence[str]) -> frozenset[str]:
@@ -152,10 +152,10 @@ def call_logprobs(
 
 def probe_model(config: ProbeConfig, name: str) -> dict[str, Any]:
     """The probe's measurements of one model on every maze of the split."""
-    run = load_config("maze")
+    run = load_config("maze", config.overrides)
     model, tokenizer = load_model(ModelConfig(name=name))
     model.eval()
-    env = MazeEnv(**(config.env_kwargs or STUDY_ENV_KWARGS))
+    env = MazeEnv(**run.env.kwargs)
     tools = [dict(spec) for spec in env.tools]  # as the env service sends them
     calls = {
         d: tokenizer.encode(
@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": "bench/maze_goal_probe.py --models "
         + ",".join(config.models)
         + (f" --limit {config.limit}" if config.limit else ""),
-        "env_kwargs": dict(config.env_kwargs or STUDY_ENV_KWARGS),
+        "env_kwargs": dict(load_config("maze", config.overrides).env.kwargs),
         "temperature": config.temperature,
         "cpu_flags": speed_flags(),
         "threads": torch.get_num_threads(),

@@ -24,12 +24,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl_maze.levels import DIRECTIONS as MOVES
 from agentrl_maze.levels import initial_state, move, parse_layout
 
 from agentrl.tasks import load_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
-DIRECTIONS = ("up", "down", "left", "right")
+DIRECTIONS = tuple(MOVES)  # up, down, left, right
 UNIFORM = {d: 0.25 for d in DIRECTIONS}
 
 
