@@ -205,10 +205,16 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
+def last_evaluation(steps: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The last held-out evaluation of a `report` output ({} when it has none)."""
+    evaluations = steps.get("evaluations") or [{}]
+    return evaluations[-1]  # type: ignore[no-any-return]
+
+
 def run_row(name: str, summary: Mapping[str, Any], steps: Mapping[str, Any]) -> dict[str, Any]:
     """One kept run's line of the study's table, from its summary and its `report` output."""
     result = summary["result"]
-    updates, last_eval = steps["updates"], (steps["evaluations"] or [{}])[-1]
+    updates, last_eval = steps["updates"], last_evaluation(steps)
     invalid = [row.get("invalid_turn_rate") for row in updates]
     return {
         "run": name,

@@ -42,7 +42,7 @@ from agentrl_maze.levels import DIRECTIONS as MOVES
 from agentrl_maze.levels import initial_state, move, parse_layout
 
 from agentrl.agent.prompting import render_first_prompt
-from agentrl.config import load_config
+from agentrl.config import RunConfig, load_config
 from agentrl.cpu import speed_flags
 from agentrl.demos import turn_text
 from agentrl.models import ModelConfig, load_model
@@ -150,9 +150,8 @@ def call_logprobs(
     return result
 
 
-def probe_model(config: ProbeConfig, name: str) -> dict[str, Any]:
-    """The probe's measurements of one model on every maze of the split."""
-    run = load_config("maze", config.overrides)
+def probe_model(config: ProbeConfig, run: RunConfig, name: str) -> dict[str, Any]:
+    """The probe's measurements of one model on every maze of the split, with `run`'s env and prompt."""
     model, tokenizer = load_model(ModelConfig(name=name))
     model.eval()
     env = MazeEnv(**run.env.kwargs)
@@ -173,14 +172,13 @@ def probe_model(config: ProbeConfig, name: str) -> dict[str, Any]:
         rows.append((normalised(scores[config.temperature]), closer_moves(task["layout"])))
         mass.append(sum(math.exp(value) for value in scores[1.0].values()))
     seconds = time.perf_counter() - started
-    response = goal_response(rows)
     return {
         "model": name,
         "mazes": len(rows),
         "closer_mass": closer_mass(rows),
         "closer_mass_band": bootstrap_band(rows, closer_mass, config.bootstrap),
         "random_closer": sum(len(closer) / 4 for _, closer in rows) / len(rows),
-        "goal_response": response,
+        "goal_response": goal_response(rows),
         "goal_response_band": bootstrap_band(rows, goal_response, config.bootstrap),
         "direction_mass": {d: sum(probs[d] for probs, _ in rows) / len(rows) for d in DIRECTIONS},
         "call_mass": sum(mass) / len(mass),
@@ -201,15 +199,16 @@ def parse_args(argv: Sequence[str] | None) -> ProbeConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
+    run = load_config("maze", config.overrides)
     results = []
     for name in config.models:
-        results.append(probe_model(config, name))
+        results.append(probe_model(config, run, name))
         print(json.dumps(results[-1]), file=sys.stderr)
     report = {
         "command": "bench/maze_goal_probe.py --models "
         + ",".join(config.models)
         + (f" --limit {config.limit}" if config.limit else ""),
-        "env_kwargs": dict(load_config("maze", config.overrides).env.kwargs),
+        "env_kwargs": dict(run.env.kwargs),
         "temperature": config.temperature,
         "cpu_flags": speed_flags(),
         "threads": torch.get_num_threads(),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,12 @@ from typing import Any
 from agentrl_maze.levels import DIRECTIONS as MOVES
 from agentrl_maze.levels import initial_state, move, parse_layout
 
+from agentrl.config import load_config
 from agentrl.tasks import load_tasks
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from credit_study import StudyConfig  # noqa: E402
+from credit_study_report import last_evaluation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DIRECTIONS = tuple(MOVES)  # up, down, left, right
@@ -54,9 +60,8 @@ def lean_success(
 
 
 def last_shares(steps: Mapping[str, Any]) -> dict[str, float]:
-    """The move shares of a run's last held-out evaluation (uniform when it made no valid move)."""
-    evaluations = steps.get("evaluations") or [{}]
-    shares = evaluations[-1].get("directions") or {}
+    """The move shares of a run's last held-out evaluation ({} when it made no valid move)."""
+    shares = last_evaluation(steps).get("directions") or {}
     return dict(shares) if sum(shares.values()) > 0 else {}
 
 
@@ -64,9 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("steps", type=Path, nargs="+", help="*.steps.json files of credit_study_report")
     parser.add_argument("--plays", type=int, default=200, help="plays per maze (default 200)")
-    parser.add_argument("--max-steps", type=int, default=10, help="moves per play (the study's env: 10)")
+    parser.add_argument("--max-steps", type=int, help="moves per play (default: the study's env's max_steps)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "maze_lean_baseline.json")
     args = parser.parse_args(argv)
+    if args.max_steps is None:
+        args.max_steps = int(load_config("maze", StudyConfig().overrides).env.kwargs["max_steps"])
     layouts = [task["layout"] for task in load_tasks(ROOT / "tasks", "maze/level1", "heldout")]
     named: list[tuple[str, dict[str, float]]] = [("uniformly random moves", dict(UNIFORM))]
     for path in args.steps:
