@@ -10,7 +10,8 @@ the run ran in, since the default SQLite path is relative):
 - per update: the run's own metrics (train success, invalid-turn rate, zero-variance groups, advantage
   spread, KL moved, entropy, grad norm) and, from the stored turns, the mean and the sum of the advantages
   of valid and of invalid turns (the sum over valid turns is the net push on the call template they share);
-- per held-out evaluation, and for each update's train episodes: **move quality**, the share of turns that
+- per held-out evaluation, and for each update's train episodes: the direction shares of the valid moves,
+  and **move quality**, the share of turns that
   bring `@` closer to `G` (BFS distance on the task's layout; an invalid turn or a wall bump is not
   progress). A policy that learns to navigate raises it before its success rate moves far enough to show
   on 60 mazes; one that only fixes its format does not.
@@ -190,6 +191,7 @@ def report(run_dir: Path, store_url: str | None = None) -> dict[str, Any]:
                 "advantage_sum_valid_turns": advantage_sum(step_turns, invalid=False),
                 "advantage_sum_invalid_turns": advantage_sum(step_turns, invalid=True),
                 **move_quality(step_turns, layouts),
+                "directions": direction_shares(step_turns),
             }
         )
     evaluations = [
