@@ -18,7 +18,7 @@ the run ran in, since the default SQLite path is relative):
 
 `--table KEPT_DIR` prints one markdown row per kept run (`NAME.json` with its `NAME.steps.json` beside it):
 held-out successes at each checkpoint, train-side means and the worst update's invalid rate, and the move
-quality and direction shares of its last held-out evaluation.
+quality and the four moves' shares of its last held-out evaluation.
 
 What this is not: the study's runner (`bench/credit_study.py`) or a general run viewer (`agentrl runs`).
 Level-1 mazes only (no key or door: the distance ignores them).
@@ -40,6 +40,7 @@ from agentrl_maze.levels import parse_layout, solve
 from agentrl.store.repository import close_store, list_runs, load_episodes, open_store, resolve_url
 from agentrl.tasks import load_tasks
 
+MOVES = ("up", "down", "left", "right")
 STEP_KEYS = (
     "success_rate",
     "invalid_turn_rate",
@@ -122,7 +123,7 @@ def direction_shares(turns: Iterable[Turn]) -> dict[str, float]:
     moves = [turn.direction for turn in turns if turn.direction]
     if not moves:
         return {}
-    return {d: round(moves.count(d) / len(moves), 4) for d in ("up", "down", "left", "right")}
+    return {d: round(moves.count(d) / len(moves), 4) for d in MOVES}
 
 
 def mean_advantage(turns: Iterable[Turn], invalid: bool) -> float | None:
@@ -247,7 +248,7 @@ TABLE_HEADER = (
     "max KL to the start",
     "last eval: turns closer to G",
     "first moves closer",
-    "down / right",
+    "up / down / left / right",
 )
 
 
@@ -271,7 +272,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
                     "first_move_progress",
                 )
             ),
-            f"{_cell(directions.get('down'))} / {_cell(directions.get('right'))}",
+            " / ".join(_cell(directions.get(move)) for move in MOVES),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

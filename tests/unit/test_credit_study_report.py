@@ -110,7 +110,7 @@ def test_a_kept_runs_table_row_reads_its_summary_and_steps() -> None:
     assert (row["progress"], row["first_move_progress"]) == (0.2, 0.4)  # the last evaluation
     table = markdown_table([row]).splitlines()
     assert len(table) == 3 and table[2].startswith("| grpo-seed1 | 6 / 12 (of 60) | 0.250 | 0.250 | 0.500 |")
-    assert table[2].endswith("| 0.500 / 0.400 |")
+    assert table[2].endswith("|  / 0.500 /  / 0.400 |")  # up / down / left / right; absent moves blank
 
 
 def test_advantage_sums_split_valid_from_invalid_turns() -> None:
