@@ -11,10 +11,9 @@ the run ran in, since the default SQLite path is relative):
   spread, KL moved, entropy, grad norm) and, from the stored turns, the mean and the sum of the advantages
   of valid and of invalid turns (the sum over valid turns is the net push on the call template they share);
 - per held-out evaluation, and for each update's train episodes: the direction shares of the valid moves,
-  and **move quality**, the share of turns that
-  bring `@` closer to `G` (BFS distance on the task's layout; an invalid turn or a wall bump is not
-  progress). A policy that learns to navigate raises it before its success rate moves far enough to show
-  on 60 mazes; one that only fixes its format does not.
+  and **move quality**, the share of turns that bring `@` closer to `G` (BFS distance on the task's layout;
+  an invalid turn or a wall bump is not progress). A policy that learns to navigate raises it before its
+  success rate moves far enough to show on 60 mazes; one that only fixes its format does not.
 
 `--table KEPT_DIR` prints one markdown row per kept run (`NAME.json` with its `NAME.steps.json` beside it):
 held-out successes at each checkpoint, train-side means and the worst update's invalid rate, and the move
