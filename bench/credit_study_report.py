@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from agentrl_maze.levels import parse_layout, solve
+from agentrl_maze.levels import DIRECTIONS, parse_layout, solve
 
 from agentrl.store.repository import close_store, list_runs, load_episodes, open_store, resolve_url
 from agentrl.tasks import load_tasks
 
-MOVES = ("up", "down", "left", "right")
+MOVES = tuple(DIRECTIONS)  # up, down, left, right: the env's own order
 STEP_KEYS = (
     "success_rate",
     "invalid_turn_rate",
