@@ -13,7 +13,8 @@ What it protects against (docs/sandbox.md items in brackets):
 - network access: `network_mode="none"`, only loopback inside [10]; no ports are published [11];
 - leaking host secrets: no environment variables are forwarded [12];
 - orphans: every container carries `agentrl.service` / `agentrl.session` / `agentrl.owner` labels; `reap`
-  removes by label and `reap_orphans` removes containers whose owning process is gone [14].
+  removes by label and `reap_orphans` removes containers whose owner is gone: a process, or the life of
+  the container it ran in, that a restart cannot impersonate (`agentrl/sandbox/owner.py`) [14].
 Every exec is logged at DEBUG and kept in `sandbox.exec_log` [15]; `SandboxConfig.runtime="runsc"` switches
 to gVisor where installed [16].
 
@@ -37,10 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
-import os
 import shlex
-import socket
 import time
 import uuid
 from collections.abc import Mapping
@@ -55,18 +55,26 @@ from agentrl.sandbox.channel import (
     ExecChannel,
     Rendezvous,
     capture_from_wire,
-    pid_exists,
     reap_rendezvous_dirs,
     remember_socket_failure,
     socket_transport_possible,
 )
 from agentrl.sandbox.limits import SandboxConfig
+from agentrl.sandbox.owner import (
+    OWNER_LABEL,
+    ContainerLife,
+    Orphan,
+    identify,
+    orphans,
+    owner_label,
+    process_start,
+    this_process,
+)
 
 logger = logging.getLogger(__name__)
 
 SERVICE_LABEL = "agentrl.service"
 SESSION_LABEL = "agentrl.session"
-OWNER_LABEL = "agentrl.owner"  # host:pid of the process that started the container; see reap_orphans
 DEFAULT_SERVICE = "agentrl-sandbox"
 HOST_GRACE_S = 10.0  # the host stops waiting this long after the in-container timeout should have fired
 FILE_OP_TIMEOUT_S = 30.0  # write_file / read_file / fork archive round trips
@@ -145,7 +153,7 @@ class DockerSandbox(StartClose):
         client: docker.DockerClient | None = None,
     ) -> None:
         self.config = config or SandboxConfig()
-        self.labels = sandbox_labels(labels)
+        self.labels = sandbox_labels(labels, client)
         self.exec_log: list[ExecLogEntry] = []
         self.started_at = 0.0
         self._client = client
@@ -378,19 +386,38 @@ class DockerSandbox(StartClose):
             )
 
 
-def sandbox_labels(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def sandbox_labels(
+    extra: Mapping[str, str] | None = None, client: docker.DockerClient | None = None
+) -> dict[str, str]:
     """The labels of a new sandbox: service, a fresh session, this process as owner, then `extra`."""
     return {
         SERVICE_LABEL: DEFAULT_SERVICE,
         SESSION_LABEL: uuid.uuid4().hex,
-        OWNER_LABEL: owner(),
+        OWNER_LABEL: owner(client),
         **(extra or {}),
     }
 
 
-def owner() -> str:
-    """`host:pid` of this process, the value of `agentrl.owner` on every container it starts."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+def owner(client: docker.DockerClient | None = None) -> str:
+    """The `agentrl.owner` value of this process: every container it starts carries it (see
+    `agentrl.sandbox.owner`; the engine is asked once which container, if any, we run in)."""
+    try:
+        return owner_label(identify(functools.partial(_container_life_of, client)))
+    except SandboxUnavailable:  # no engine, so no sandbox to label yet: asked again next time
+        return owner_label(this_process())
+
+
+def container_life(client: docker.DockerClient, container_id: str) -> ContainerLife | None:
+    """Whether container `container_id` runs and since when; None if the engine has no such container."""
+    try:
+        state = client.api.inspect_container(container_id).get("State") or {}
+    except docker.errors.NotFound:
+        return None
+    return ContainerLife(bool(state.get("Running")), str(state.get("StartedAt", "")))
+
+
+def _container_life_of(client: docker.DockerClient | None, container_id: str) -> ContainerLife | None:
+    return container_life(client or docker_client(), container_id)
 
 
 def _inherited(labels: Mapping[str, str]) -> dict[str, str]:
@@ -417,18 +444,32 @@ def reap(labels_filter: Mapping[str, str], client: docker.DockerClient | None = 
     return sum(_remove(client, entry["Id"]) for entry in labelled_containers(labels_filter, client))
 
 
-def reap_orphans(service: str | None = DEFAULT_SERVICE, client: docker.DockerClient | None = None) -> int:
-    """Remove `service` containers (any service's if None) whose owner process on this host no longer
-    exists, e.g. one killed with SIGKILL; containers of live processes and of other hosts are left alone."""
+def remove_orphans(
+    service: str | None = DEFAULT_SERVICE, client: docker.DockerClient | None = None, grace_s: float = 0.0
+) -> list[Orphan]:
+    """Remove `service` containers (any service's if None) whose owner is gone (`agentrl.sandbox.owner.
+    owner_verdict`: its process died or was replaced, its container stopped or restarted, its host
+    rebooted) and that are at least `grace_s` old; owners out of sight (another host, another pid
+    namespace) are left alone. Logs each removal with its reason; returns the removed ones."""
     client = client or docker_client()
-    host = socket.gethostname()
-    removed = 0
-    for entry in labelled_containers({SERVICE_LABEL: service} if service else {SERVICE_LABEL: ""}, client):
-        owner_host, _, pid = (entry.get("Labels") or {}).get(OWNER_LABEL, "").rpartition(":")
-        if owner_host == host and pid.isdigit() and not pid_exists(int(pid)):
-            removed += _remove(client, entry["Id"])
+    entries = labelled_containers({SERVICE_LABEL: service or ""}, client)
+    observer = identify(functools.partial(container_life, client))
+    lives = functools.lru_cache(maxsize=None)(functools.partial(container_life, client))  # one per owner
+    found = orphans(entries, observer, lives, process_start, time.time(), grace_s)
+    removed = [orphan for orphan in found if _remove(client, orphan.container_id)]
+    for orphan in removed:
+        logger.info(
+            "reaped orphaned sandbox %s: %s (owner %s)", orphan.container_id[:12], orphan.reason, orphan.owner
+        )
     reap_rendezvous_dirs()
     return removed
+
+
+def reap_orphans(
+    service: str | None = DEFAULT_SERVICE, client: docker.DockerClient | None = None, grace_s: float = 0.0
+) -> int:
+    """`remove_orphans`, counted."""
+    return len(remove_orphans(service, client, grace_s))
 
 
 def _remove(client: docker.DockerClient, container_id: str) -> int:
