@@ -1,11 +1,12 @@
 """The FastAPI app factory of the env service, and the one place errors become HTTP statuses.
 
 What this is: `create_app(settings)`: imports the `preload` modules, mounts the routers, and owns the
-`SessionManager` through the lifespan (the idle reaper runs while the app runs; shutdown closes every
-session). Every error leaves as `{"error": {"type", "message"}}` (`agentrl.wire.error_body`); `type` is the
-agentrl exception class name (or one of the wire's three names for errors without a class), which is what
-`agentrl.client` branches on. The status of each class is `agentrl.wire.STATUS_OF_ERROR`, shared with the
-client, which turns the pair back into the same class.
+`SessionManager` through the lifespan (the idle reaper and the orphan reaper run while the app runs; shutdown
+closes every session and warm pool: `agentrl.service.cleanup`). Every error leaves as
+`{"error": {"type", "message"}}` (`agentrl.wire.error_body`); `type` is the agentrl exception class name (or
+one of the wire's three names for errors without a class), which is what `agentrl.client` branches on. The
+status of each class is `agentrl.wire.STATUS_OF_ERROR`, shared with the client, which turns the pair back into
+the same class.
 
 Protection (`agentrl.service.protection`) wraps the app: bearer token when `settings.token` is set, body
 size limit. Every error response is counted in `ServiceMetrics` by type and status (GET /metrics).
@@ -45,7 +46,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentrl.errors import AgentRLError, EnvPluginError, InvalidRequest
-from agentrl.sandbox.pool import close_shared_pools
+from agentrl.service.cleanup import close_sessions_and_sandboxes, reap_orphans_forever
 from agentrl.service.metrics import ServiceMetrics
 from agentrl.service.protection import BodyTooLarge, ProtectionMiddleware
 from agentrl.service.routers import envs, health, metrics, sessions, ws
@@ -73,13 +74,15 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         manager = SessionManager(settings, service_metrics)
         app.state.sessions = manager
-        reaper = asyncio.create_task(manager.reap_forever())
+        background = [asyncio.create_task(manager.reap_forever())]
+        if settings.orphan_reap_interval_s > 0:
+            background.append(asyncio.create_task(reap_orphans_forever(settings, service_metrics)))
         try:
             yield
         finally:
-            reaper.cancel()
-            await manager.close_all()
-            await asyncio.to_thread(close_shared_pools)  # the envs' warm sandboxes go with the service
+            for task in background:
+                task.cancel()
+            await close_sessions_and_sandboxes(manager, settings, service_metrics)
 
     app = FastAPI(title="agentrl env service", version="1", lifespan=lifespan)
     app.state.settings = settings

@@ -61,7 +61,7 @@ class EmbeddedService:
         preload: Sequence[str] = (),
         env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
         startup_timeout_s: float = 30.0,
-        stop_timeout_s: float = 10.0,
+        stop_timeout_s: float = 30.0,
         host: str = LOOPBACK,
         extra_args: Sequence[str] = (),
     ) -> None:
@@ -71,6 +71,7 @@ class EmbeddedService:
         self.preload = tuple(preload)
         self.env_kwargs = env_kwargs
         self.startup_timeout_s = startup_timeout_s
+        # SIGTERM first: the service removes its sandboxes (within two `shutdown_timeout_s` plus removals)
         self.stop_timeout_s = stop_timeout_s
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
@@ -80,6 +81,13 @@ class EmbeddedService:
         if self._process is None:
             raise ServiceUnavailable("the embedded env service is not running; use it inside `with`")
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """The service process's pid: the owner its sandboxes name (`agentrl.owner`)."""
+        if self._process is None:
+            raise ServiceUnavailable("the embedded env service is not running; use it inside `with`")
+        return self._process.pid
 
     def __enter__(self) -> EmbeddedService:
         self.start()

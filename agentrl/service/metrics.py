@@ -11,6 +11,8 @@ Series:
     agentrl_service_sessions_closed_total{reason}       counter; reason: client, idle, timeout, shutdown
     agentrl_service_step_seconds (histogram)            env step latency, server side
     agentrl_service_errors_total{type,status}           error responses by error type and HTTP status
+    agentrl_service_sandboxes_reaped_total{reason}      orphaned sandboxes this service removed, by the
+                                                        reason their owner counts as gone
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class ServiceMetrics:
     sessions_closed: Counter[str] = field(default_factory=Counter)
     errors: Counter[tuple[str, int]] = field(default_factory=Counter)
     step_seconds: Histogram = field(default_factory=lambda: Histogram(STEP_BUCKETS_S))
+    sandboxes_reaped: Counter[str] = field(default_factory=Counter)
 
     def render(self, live_sessions: int) -> str:
         lines = [
@@ -87,6 +90,15 @@ class ServiceMetrics:
             *(
                 f'agentrl_service_errors_total{{type="{_escape(type_)}",status="{status}"}} {count}'
                 for (type_, status), count in sorted(self.errors.items())
+            ),
+            *_header(
+                "agentrl_service_sandboxes_reaped_total",
+                "counter",
+                "Orphaned sandbox containers removed, by why their owner counts as gone.",
+            ),
+            *(
+                f'agentrl_service_sandboxes_reaped_total{{reason="{_escape(reason)}"}} {count}'
+                for reason, count in sorted(self.sandboxes_reaped.items())
             ),
             *_header("agentrl_service_step_seconds", "histogram", "Env step latency in seconds."),
             *_histogram_lines("agentrl_service_step_seconds", self.step_seconds),

@@ -9,7 +9,8 @@ What this is:
   and a free port, with the fleet's token. It is placed on its node with a soft node affinity and
   `max_restarts=-1`, so when its node dies Ray restarts it on another marked node, where it serves on a
   new address. The child exits with its actor (it watches its parent), so a dead actor never leaves a
-  service behind.
+  service behind; a service that dies without its shutdown (its machine did) leaves its sandboxes to the
+  orphan reaper of every live replica on the same Docker engine (`agentrl.service.cleanup`).
 - `fleet_status`, `fleet_down`: every replica, where it serves and whether it answers; kill them all.
 - `RayReplicas`: how the trainer finds the fleet (`service.fleet=ray`): the URLs of the replicas that
   answer now. `EnvClient` asks again when no replica it knows can take a session and every
@@ -71,7 +72,8 @@ class ReplicaInfo:
     name: str
     url: str | None = None
     node_id: str | None = None
-    pid: int | None = None
+    pid: int | None = None  # the actor's process
+    service_pid: int | None = None  # its env service child: the owner its sandboxes name
     error: str | None = None  # why it did not answer (restarting, dead, ...)
 
 
@@ -98,7 +100,8 @@ class ReplicaActor:
         self.service.start()
 
     def where(self) -> dict[str, Any]:
-        return {"url": self.service.url, "node_id": self.node_id, "pid": os.getpid()}
+        where = {"url": self.service.url, "node_id": self.node_id, "pid": os.getpid()}
+        return {**where, "service_pid": self.service.pid}
 
     def stop(self) -> None:
         self.service.stop()
@@ -207,7 +210,13 @@ def answer(ray: Any, name: str, where: Any, timeout_s: float) -> ReplicaInfo:
         reply = ray.get(where, timeout=timeout_s)
     except Exception as exc:  # restarting, dead, timed out: Ray raises several types for these
         return ReplicaInfo(name, error=f"{type(exc).__name__}: {first_line(str(exc))}")
-    return ReplicaInfo(name, url=str(reply["url"]), node_id=str(reply["node_id"]), pid=int(reply["pid"]))
+    return ReplicaInfo(
+        name,
+        url=str(reply["url"]),
+        node_id=str(reply["node_id"]),
+        pid=int(reply["pid"]),
+        service_pid=int(reply["service_pid"]),
+    )
 
 
 def first_line(text: str) -> str:

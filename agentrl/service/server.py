@@ -1,9 +1,12 @@
 """`python -m agentrl.service`: run the env service under uvicorn.
 
-What this is: command-line parsing into `ServiceSettings` and one `uvicorn.run`. Unset options keep the
-defaults of `ServiceSettings`. The bearer token comes from the AGENTRL_SERVICE_TOKEN environment variable
-(not a flag: command lines are visible to every user); binding anything but loopback without a token is
-refused. What this is not: TLS termination or a process manager; put a load balancer or proxy in front.
+What this is: command-line parsing into `ServiceSettings` and one `uvicorn.run`, after which every sandbox
+this process still owns is removed (`agentrl.service.cleanup.remove_own_sandboxes`). Unset options keep the
+defaults of `ServiceSettings`. SIGTERM (uvicorn's handler; the process may be PID 1 in a container, which has
+no default one) shuts down gracefully within `shutdown_timeout_s` twice over. The bearer token comes from the
+AGENTRL_SERVICE_TOKEN environment variable (not a flag: command lines are visible to every user); binding
+anything but loopback without a token is refused. What this is not: TLS termination or a process manager; put
+a load balancer or proxy in front.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import math
 import os
 import signal
 import sys
@@ -34,6 +38,11 @@ def parse_settings(argv: Sequence[str] | None = None) -> ServiceSettings:
     parser.add_argument("--idle-timeout", dest="idle_timeout_s", type=float, help="seconds")
     parser.add_argument("--step-timeout", dest="step_timeout_s", type=float, help="seconds")
     parser.add_argument("--max-body-bytes", dest="max_body_bytes", type=int)
+    parser.add_argument("--orphan-grace", dest="orphan_grace_s", type=float, help="seconds")
+    parser.add_argument(
+        "--orphan-reap-interval", dest="orphan_reap_interval_s", type=float, help="seconds; 0: off"
+    )
+    parser.add_argument("--shutdown-timeout", dest="shutdown_timeout_s", type=float, help="seconds")
     parser.add_argument("--preload", action="append", help="module to import at startup (repeatable)")
     parser.add_argument("--env-kwargs", dest="env_kwargs", type=json.loads, help='JSON: {"env id": {kwargs}}')
     given: dict[str, Any] = {
@@ -77,15 +86,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentRLError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from agentrl.service.cleanup import remove_own_sandboxes
+
     watch_parent(os.environ.get(PARENT_PID_ENV))
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        ws_ping_interval=settings.ws_ping_interval_s,
-        ws_ping_timeout=settings.ws_ping_timeout_s,
-    )
+    try:
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level="info",
+            ws_ping_interval=settings.ws_ping_interval_s,
+            ws_ping_timeout=settings.ws_ping_timeout_s,
+            timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout_s),  # uvicorn takes whole seconds
+        )
+    finally:
+        remove_own_sandboxes()
     return 0
 
 

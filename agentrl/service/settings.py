@@ -36,6 +36,17 @@ class ServiceSettings:
     """Per env id, constructor kwargs passed to `make`."""
     preload: tuple[str, ...] = ()
     """Modules imported at startup so that the envs they register can be served (e.g. test envs)."""
+    orphan_grace_s: float = 5.0
+    """Sandboxes younger than this are never taken for orphans by the reaper (the owner of one being
+    created is surely alive); see `orphan_reap_interval_s`."""
+    orphan_reap_interval_s: float = 30.0
+    """The orphan reaper runs at start-up, then this often, then once at shutdown: it removes every sandbox
+    on the engine whose owner is gone (`agentrl.sandbox.docker.remove_orphans`), whoever started it; 0
+    turns it off."""
+    shutdown_timeout_s: float = 5.0
+    """On SIGTERM, requests still running after this are cancelled, and sessions still closing after as
+    long again are abandoned; then `python -m agentrl.service` force-removes every sandbox it owns. Keep
+    the stop grace period of the process manager above twice this plus a few seconds."""
     ws_ping_interval_s: float = 30.0
     """How often the service pings each WebSocket client."""
     ws_ping_timeout_s: float = 900.0
