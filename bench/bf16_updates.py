@@ -24,7 +24,8 @@ import json
 import torch
 
 from agentrl.memory import choose_allocator
-from agentrl.models import ModelConfig, load_model
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
 
 
 def changed_share(model: torch.nn.Module, reference: dict[str, torch.Tensor], dtype: torch.dtype) -> float:

@@ -66,7 +66,8 @@ from agentrl.agent.engines.hf import HFEngine, HFEngineConfig
 from agentrl.agent.engines.sampler import sample_next
 from agentrl.cpu import speed_flags
 from agentrl.memory import choose_allocator
-from agentrl.models import ModelConfig, load_model
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
 
 FILLER = (
     "You are an agent that solves the user's task by calling tools, one step at a time. You can call "

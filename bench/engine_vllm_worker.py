@@ -45,7 +45,7 @@ def main() -> int:
 
     from agentrl.agent.engines.base import SamplingParams
     from agentrl.agent.engines.vllm import VLLMEngineConfig, create_vllm_engine
-    from agentrl.models import ModelConfig
+    from agentrl.model_config import ModelConfig
 
     workload = Workload(**json.loads(args.workload))
     started = time.perf_counter()

@@ -49,7 +49,8 @@ from agentrl.env.core import tool_spec
 from agentrl.harness.config import HarnessConfig
 from agentrl.harness.endpoint import ChatEndpoint, chat_format
 from agentrl.harness.recorder import EpisodeRecorder
-from agentrl.models import ModelConfig, load_model
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
 from agentrl.types import SessionStart
 
 RESULTS = Path(__file__).resolve().parent / "results"

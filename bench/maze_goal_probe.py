@@ -45,9 +45,10 @@ from agentrl.agent.prompting import render_first_prompt
 from agentrl.config import RunConfig, load_config
 from agentrl.cpu import speed_flags
 from agentrl.demos import turn_text
-from agentrl.models import ModelConfig, load_model
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
 from agentrl.tasks import load_tasks
-from agentrl.trainer.update import shared_prefix_logits
+from agentrl.trainer.shared_prefix import shared_prefix_logits
 from agentrl.types import Action, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

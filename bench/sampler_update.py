@@ -42,8 +42,9 @@ from agentrl.cpu import native_cpu_bf16, speed_flags
 from agentrl.memory import choose_allocator
 from agentrl.models import load_model
 from agentrl.tasks import load_tasks
+from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.samples import TrainSample
-from agentrl.trainer.update import make_optimizer, ppo_update
+from agentrl.trainer.update import ppo_update
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COPIES: dict[str, tuple[torch.dtype, str]] = {

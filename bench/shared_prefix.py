@@ -47,10 +47,12 @@ from transformers import PreTrainedTokenizerBase
 from agentrl.agent.parsing import format_tool_call
 from agentrl.agent.prompting import end_of_turn_text, render_first_prompt, render_observation_delta
 from agentrl.cpu import native_cpu_bf16, speed_flags
-from agentrl.models import ModelConfig, load_model
-from agentrl.trainer.losses import LossConfig
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
+from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
+from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.samples import TrainSample, episode_to_sample, plan_packs
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
+from agentrl.trainer.update import ppo_update
 from agentrl.types import Action, Episode, ToolCall, Turn
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -49,10 +49,12 @@ import torch
 
 from agentrl.cpu import native_cpu_bf16
 from agentrl.memory import choose_allocator
-from agentrl.models import ModelConfig, load_model
-from agentrl.trainer.losses import LossConfig
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
+from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
+from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.samples import TrainSample
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
+from agentrl.trainer.update import ppo_update
 
 
 def matmul_gflops(

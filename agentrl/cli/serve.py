@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from agentrl.agent.engines.hf import HFEngine
-    from agentrl.models import ModelConfig, load_model
+    from agentrl.model_config import ModelConfig
+    from agentrl.models import load_model
 
     model, tokenizer = load_model(ModelConfig(name=args.model))
     app = create_app(HFEngine(model, tokenizer), args.model)

@@ -32,7 +32,7 @@ import torch
 
 from agentrl.errors import ConfigError
 from agentrl.models import has_adapters
-from agentrl.trainer.update import SINGLE_PROCESS, DataParallel
+from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
 
 STATE_FILE = "state.json"
 TRAINER_FILE = "trainer.pt"

@@ -34,7 +34,7 @@ import torch.distributed as dist
 
 from agentrl.errors import ConfigError
 from agentrl.memory import load_libc
-from agentrl.trainer.update import SINGLE_PROCESS, DataParallel
+from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
 
 PR_SET_PDEATHSIG = 1  # prctl option, from <linux/prctl.h>
 T = TypeVar("T")

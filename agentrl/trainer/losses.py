@@ -1,7 +1,7 @@
 """Policy-gradient losses in pure torch: token log-probs, the PPO clipped surrogate, k3 KL, aggregation.
 
 What this is: small functions on [B, L] tensors, tested against hand-computed values. No model, no
-optimiser, no batching; `update.py` owns the loop.
+optimiser, no batching; `update.py` owns the loop, and `LossConfig` lives in `configs.py` (no torch).
 
 Alignment: position t holds quantities about token t. `token_logprobs(logits, ids)[:, t]` is
 log p(ids[t] | ids[<t]), read from `logits[:, t - 1]`; position 0 has no prediction and holds 0. Samples
@@ -14,52 +14,15 @@ What this is not: a reference-model manager or a value loss (there is no critic)
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from agentrl.errors import ConfigError
+from agentrl.trainer.configs import AGGREGATIONS, Aggregation, LossConfig
 
-Aggregation = Literal["token_mean", "seq_mean_token_mean", "constant"]
-AGGREGATIONS: tuple[str, ...] = ("token_mean", "seq_mean_token_mean", "constant")
 LOG_RATIO_CLAMP = 20.0  # keeps exp() finite when a token's probability collapsed
 KL_CLAMP = 10.0  # verl's low-variance KL clamp: one bad token cannot dominate the batch
-
-
-@dataclass(frozen=True)
-class LossConfig:
-    """The policy loss.
-
-    clip_low, clip_high: the PPO ratio is clipped to [1 - clip_low, 1 + clip_high] (asymmetric "clip-higher",
-                         DAPO arXiv 2503.14476).
-    kl_coef:             weight of the k3 KL to a reference policy (needs a reference model).
-    entropy_coef:        weight of an entropy bonus (subtracted from the loss).
-    aggregation:         token_mean (every sampled token weighs the same), seq_mean_token_mean (each
-                         sequence's token mean, then the mean over sequences), constant (each sequence's token
-                         sum divided by `constant_normaliser`, then the mean over sequences; Dr.GRPO).
-    constant_normaliser: the constant of `aggregation="constant"` (typically the generation budget).
-    tis_cap:             truncated importance sampling, for a sampler whose log-probs differ from the
-                         trainer's (bf16 kernels, another engine): when > 0, the PPO ratio is taken against
-                         the trainer's own log-probs of the sampling weights, and each token's advantage is
-                         weighted by min(pi_trainer / pi_sampler, tis_cap) (Yao et al. 2025); 0: off.
-    """
-
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    kl_coef: float = 0.0
-    entropy_coef: float = 0.0
-    aggregation: Aggregation = "token_mean"
-    constant_normaliser: float = 1024.0
-    tis_cap: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATIONS:
-            raise ConfigError(f"loss.aggregation {self.aggregation!r} is unknown; use one of {AGGREGATIONS}")
-        if self.constant_normaliser <= 0:
-            raise ConfigError("loss.constant_normaliser must be > 0")
-        if self.tis_cap < 0:
-            raise ConfigError("loss.tis_cap must be >= 0 (0 turns truncated importance sampling off)")
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:

@@ -1,20 +1,20 @@
 """SFT's update: demonstrations -> token samples with assistant-only loss masks, and the NLL loss that trains
 on them through the update path `agentrl train` uses.
 
-What this is: `SFTConfig` (the `sft.*` section of a run config), `sft_sample` (one demonstration episode as
-the trainer's `TrainSample`: the same `concat` layout and loss mask as RL's, laid out by
-`samples.episode_to_sample`, with the completions of invalid turns left out of the loss), `sft_schedule`
-(which demonstrations each optimiser step trains on), `nll_loss` (the micro batch's negative log-likelihood of
-its sampled tokens) and `sft_update` (one optimiser step: `update.loss_step` with that loss, so micro
-batching, shared-prefix packs, FSDP2's data-parallel scaling, clipping and metrics are `ppo_update`'s).
+What this is: `sft_sample` (one demonstration episode as the trainer's `TrainSample`: the same `concat`
+layout and loss mask as RL's, laid out by `samples.episode_to_sample`, with the completions of invalid turns
+left out of the loss), `sft_schedule` (which demonstrations each optimiser step trains on), `nll_loss` (the
+micro batch's negative log-likelihood of its sampled tokens) and `sft_update` (one optimiser step:
+`update.loss_step` with that loss, so micro batching, shared-prefix packs, FSDP2's data-parallel scaling,
+clipping and metrics are `ppo_update`'s).
 
 Per token, as in `samples.py`: position t holds log p(token t | tokens before it), and the loss mask is 1 on
 the tokens the demonstrating policy wrote (its assistant completions), 0 on prompts, templates and tool
 observations. A demonstration's turn that the env judged invalid (possible in episodes taken from an RL run)
 stays in the sequence, as context, but its completion is masked out: SFT should not teach a malformed call.
 
-What this is not: the SFT run (`agentrl/trainer/sft.py`) or where demonstrations come from
-(`agentrl/demos.py`).
+What this is not: its config (`SFTConfig`, the `sft.*` section: `configs.py`), the SFT run
+(`agentrl/trainer/sft.py`) or where demonstrations come from (`agentrl/demos.py`).
 """
 
 from __future__ import annotations
@@ -22,55 +22,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from agentrl.cpu import native_cpu_bf16
-from agentrl.errors import ConfigError
-from agentrl.trainer.losses import Aggregation, aggregate, sampled_token_logprobs
+from agentrl.trainer.configs import Aggregation, OptimConfig, UpdateConfig
+from agentrl.trainer.losses import aggregate, sampled_token_logprobs
+from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
 from agentrl.trainer.samples import TrainSample, episode_to_sample
-from agentrl.trainer.update import (
-    SINGLE_PROCESS,
-    DataParallel,
-    OptimConfig,
-    UpdateConfig,
-    forward_logits,
-    loss_step,
-)
+from agentrl.trainer.shared_prefix import forward_logits
+from agentrl.trainer.update import loss_step
 from agentrl.types import Episode
-
-
-@dataclass(frozen=True)
-class SFTConfig:
-    """`agentrl sft`: supervised fine-tuning on demonstrations (`agentrl demos`).
-
-    demos:      the demonstrations file `agentrl demos` wrote (runs/<name>/demos.jsonl); `--demos PATH`.
-    epochs:     passes over the demonstrations.
-    batch_size: demonstrations (episodes) per optimiser step; `update.micro_batch_size` of them per
-                forward/backward.
-    lr:         the SFT run's learning rate (it replaces `optim.lr`, which is the RL run's; `optim.*` gives
-                the rest: warm-up, clipping, weight decay).
-    aggregation: how token losses are averaged: token_mean (every demonstrated token weighs the same) or
-                seq_mean_token_mean (every demonstration weighs the same).
-    """
-
-    demos: str | None = None
-    epochs: int = 3
-    batch_size: int = 8
-    lr: float = 5e-5
-    aggregation: Aggregation = "token_mean"
-
-    def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1:
-            raise ConfigError("sft.epochs and sft.batch_size must be >= 1")
-        if self.lr <= 0:
-            raise ConfigError(f"sft.lr must be > 0, got {self.lr}")
-        if self.aggregation not in ("token_mean", "seq_mean_token_mean"):
-            raise ConfigError(
-                f"sft.aggregation must be token_mean or seq_mean_token_mean, got {self.aggregation!r}"
-            )
 
 
 def sft_sample(episode: Episode, max_length: int) -> TrainSample:

@@ -1,173 +1,56 @@
 """One policy update: PPO epochs over mini batches, each accumulated from micro batches, then one step.
 
-What this is: `make_optimizer` (AdamW + linear warm-up) and `ppo_update`, a short readable loop:
+What this is: `ppo_update`, a short readable loop:
     for each PPO epoch, for each mini batch:
         for each micro batch: forward, per-token log-probs, loss scaled by the micro batch's share, backward
         clip gradients, optimiser step, scheduler step
 The scaling makes the accumulated gradient exactly that of the mini-batch loss under the configured
-aggregation (for token_mean: the mean over every sampled token of the mini batch).
+aggregation (for token_mean: the mean over every sampled token of the mini batch). Also here: truncated
+importance sampling (`with_tis_weights`), the sampler-mismatch metrics, and `loss_step`, the same step with
+another loss (SFT's).
 
-Data parallel (`parallel=DataParallel(rank, world_size)`, the model wrapped by FSDP2 in
+Data parallel (`parallel=DataParallel(rank, world_size)`, `parallel.py`; the model wrapped by FSDP2 in
 `agentrl/trainer/distributed.py`): each rank trains on every world_size-th sample of each mini batch; the
 normaliser is the global one (all-reduced) and each rank's loss is scaled by world_size because FSDP
 averages gradients over ranks, so the update equals the single-process one. Every rank runs the same
 number of forward/backward passes (FSDP's collectives need all ranks): a rank with fewer micro batches
 runs zero-weighted fillers.
 
-Shared prefix (`update.shared_prefix`, on by default): the G episodes of a group start with the same first
-prompt, so a micro batch is a pack of group members (`samples.plan_packs`) whose shared prefix runs through
-the model once, with the autograd graph kept: its keys and values are expanded to the G suffix rows, which
-attend to them at their true positions (`shared_prefix_logits`). Forward and backward then cost what the
-distinct tokens cost, and the loss, gradients and metrics are those of the unshared batches (the loss is a
-per-token function of log-probs that do not depend on how sequences are batched; tested to fp32 tolerance).
-Samples outside any pack (no group, early divergence, `min_shared_tokens`) run as before. It falls back to
-the unshared path, logging why, for models it is not made for (`shared_prefix_unsupported`) and with
-several ranks: FSDP2's per-layer hooks assume one forward call per layer before the backward.
-
-What this is not: a launcher (torchrun starts the ranks), and it does not reorder samples: mini batches are
-contiguous slices in the caller's order (the micro batches inside one may be). Log-probs are computed from
-logits divided by the sampling temperature (`temperature=`), the same distribution the engine sampled from,
-so the PPO ratio starts at 1.
+What this is not: the micro batches and their shared-prefix forward (`shared_prefix.py`), the optimiser
+(`optim.py`), the losses (`losses.py`), or a launcher (torchrun starts the ranks). It does not reorder
+samples: mini batches are contiguous slices in the caller's order (the micro batches inside one may be).
+Log-probs are computed from logits divided by the sampling temperature (`temperature=`), the same
+distribution the engine sampled from, so the PPO ratio starts at 1.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
-from transformers import DynamicCache
 
 from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ConfigError
-from agentrl.trainer.losses import (
-    LOG_RATIO_CLAMP,
-    Aggregation,
-    LossConfig,
-    aggregation_weight,
-    policy_loss,
-    sampled_token_logprobs,
-)
-from agentrl.trainer.samples import Pack, TrainSample, collate, collate_shared, plan_packs, to_sample_layout
+from agentrl.trainer.configs import Aggregation, LossConfig, OptimConfig, UpdateConfig
+from agentrl.trainer.losses import LOG_RATIO_CLAMP, aggregation_weight, policy_loss, sampled_token_logprobs
+from agentrl.trainer.optim import clip_and_step
+from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
+from agentrl.trainer.samples import TrainSample, collate, to_sample_layout
+from agentrl.trainer.shared_prefix import collate_pack, forward_logits, local_packs, sharing_where_supported
 
-LOG = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class DataParallel:
-    """This process's place among the data-parallel ranks (world_size 1: a plain single-process update)."""
-
-    rank: int = 0
-    world_size: int = 1
-
-    def shard(self, samples: Sequence[T]) -> list[T]:
-        """Every world_size-th sample, starting at this rank."""
-        return list(samples[self.rank :: self.world_size])
-
-    def sum(self, value: float) -> float:
-        return self._reduce(value, "sum")
-
-    def max(self, value: float) -> float:
-        return self._reduce(value, "max")
-
-    def gather(self, obj: Any) -> list[Any]:
-        """`obj` from every rank, in rank order."""
-        if self.world_size == 1:
-            return [obj]
-        out: list[Any] = [None] * self.world_size
-        torch.distributed.all_gather_object(out, obj)
-        return out
-
-    def _reduce(self, value: float, op: str) -> float:
-        if self.world_size == 1:
-            return value
-        tensor = torch.tensor([value], dtype=torch.float64)
-        reduce_op = torch.distributed.ReduceOp.SUM if op == "sum" else torch.distributed.ReduceOp.MAX
-        torch.distributed.all_reduce(tensor, op=reduce_op)
-        return float(tensor.item())
-
-
-SINGLE_PROCESS = DataParallel()
+# TEMPORARY re-export for the loop rewrite (issue 38, items 1-2), which removes it: train.py, async_loop.py,
+# sft.py, step.py and dp_rollouts.py still import `make_optimizer` (now in optim.py) and `DataParallel` (now
+# in parallel.py, imported above for this module's own use) from here. Nothing else may.
+from agentrl.trainer.optim import make_optimizer  # noqa: E402, F401  isort: skip
 
 MicroBatchLoss = Callable[
     [torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, float], dict[str, float]]
 ]
 """A micro batch's loss from the model and the collated batch: (loss, token-mean metrics, metrics
 aggregated as the loss is); `ppo_update`'s is PPO's, `loss_step` takes another."""
-
-
-@dataclass(frozen=True)
-class OptimConfig:
-    """AdamW and its schedule. `grad_clip` <= 0 disables clipping; `warmup_steps` ramps the lr linearly."""
-
-    lr: float = 1e-6
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float = 1.0
-    warmup_steps: int = 0
-
-
-@dataclass(frozen=True)
-class UpdateConfig:
-    """How one update walks its samples.
-
-    ppo_epochs:       passes over the samples.
-    micro_batch_size: samples per forward/backward (memory bound).
-    mini_batches:     optimiser steps per epoch (the samples are split into this many contiguous slices).
-    autocast_bf16:    run forward passes under CPU bfloat16 autocast where the CPU multiplies bf16 natively
-                      (AMX / AVX-512 BF16); ignored elsewhere, where emulated bf16 is far slower than fp32.
-    shared_prefix:    run the prefix a group's episodes share (their first prompt) once per micro batch
-                      instead of once per episode (module docstring); same loss and gradients.
-    min_shared_tokens: groups sharing fewer leading tokens than this run unshared.
-    """
-
-    ppo_epochs: int = 1
-    micro_batch_size: int = 4
-    mini_batches: int = 1
-    autocast_bf16: bool = False
-    shared_prefix: bool = True
-    min_shared_tokens: int = 32
-
-    def __post_init__(self) -> None:
-        if min(self.ppo_epochs, self.micro_batch_size, self.mini_batches, self.min_shared_tokens) < 1:
-            raise ConfigError(
-                "update.ppo_epochs, update.micro_batch_size, update.mini_batches and "
-                "update.min_shared_tokens must be >= 1"
-            )
-
-
-def make_optimizer(
-    model: torch.nn.Module, config: OptimConfig
-) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW over the trainable parameters, and a LambdaLR that warms the lr up linearly.
-
-    The fused AdamW kernel (one pass per parameter, no temporaries) is used wherever torch has it: on CPU the
-    default per-tensor loop is many times slower and dominated small updates (README, "Figures behind design
-    choices"). Its results equal the loop's to float32 rounding (`test_update.py`).
-    """
-    params = [param for param in model.parameters() if param.requires_grad]
-    optimizer = adamw(params, config)
-    warmup = config.warmup_steps
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
-    )
-    return optimizer, scheduler
-
-
-def adamw(params: Sequence[torch.nn.Parameter], config: OptimConfig) -> torch.optim.AdamW:
-    """torch's fused AdamW over `params`, or its default implementation where there is no fused kernel."""
-    settings: dict[str, Any] = {"lr": config.lr, "betas": config.betas, "weight_decay": config.weight_decay}
-    try:
-        return torch.optim.AdamW(params, fused=True, **settings)
-    except (RuntimeError, ValueError):  # a device or tensor type the fused kernel does not support
-        return torch.optim.AdamW(params, **settings)
 
 
 def ppo_update(
@@ -197,7 +80,7 @@ def ppo_update(
     if loss_cfg.kl_coef > 0 and ref_model is None:
         raise ConfigError("loss.kl_coef > 0 needs a reference model; pass ref_model or set kl_coef to 0")
     grad_clip = (optim_cfg or OptimConfig()).grad_clip
-    update_cfg = _sharing(update_cfg, model, ref_model, parallel)
+    update_cfg = sharing_where_supported(update_cfg, model, ref_model, parallel)
     tally = _Tally()
     if loss_cfg.tis_cap > 0:
         if parallel.world_size > 1:
@@ -223,7 +106,7 @@ def ppo_update(
                 if epoch or index or loss_cfg.tis_cap > 0:
                     step_metrics = {k: v for k, v in step_metrics.items() if not k.startswith("sampler_")}
                 tally.add(step_metrics)
-                tally.add({"grad_norm": _clip_and_step(model, optimizer, scheduler, grad_clip)}, weight=1.0)
+                tally.add({"grad_norm": clip_and_step(model, optimizer, scheduler, grad_clip)}, weight=1.0)
     finally:
         model.eval()
     means = tally.means()
@@ -248,7 +131,7 @@ def with_tis_weights(
     expression with w A, so the loss itself is unchanged. Also returns the mismatch metrics of that pass,
     the mean weight and the share of tokens at the cap."""
     model.eval()
-    update_cfg = _sharing(update_cfg, model, None, SINGLE_PROCESS)
+    update_cfg = sharing_where_supported(update_cfg, model, None, SINGLE_PROCESS)
     out = list(samples)
     tally = _Tally()
     device = model_device(model)
@@ -340,149 +223,18 @@ def loss_step(
     NLL): the same micro batches and shared-prefix packs, data-parallel scaling and fillers, aggregation
     weights, clipping, schedule step and metrics as one mini batch of `ppo_update`. The model is in train
     mode during the step and in eval mode after it."""
-    update_cfg = _sharing(update_cfg, model, None, parallel)
+    update_cfg = sharing_where_supported(update_cfg, model, None, parallel)
     loss_cfg = LossConfig(aggregation=aggregation)
     model.train()
     try:
         metrics = _mini_batch_step(
             model, optimizer, samples, pad_id, loss_cfg, update_cfg, None, 1.0, parallel, micro_loss
         )
-        grad_norm = _clip_and_step(model, optimizer, scheduler, grad_clip)
+        grad_norm = clip_and_step(model, optimizer, scheduler, grad_clip)
     finally:
         model.eval()
     tokens = float(sum(sample.num_sampled_tokens for sample in samples))
     return {**metrics, "grad_norm": grad_norm, "tokens": tokens}
-
-
-def local_packs(
-    samples: Sequence[TrainSample], update_cfg: UpdateConfig, parallel: DataParallel
-) -> list[Pack]:
-    """This rank's micro batches of `samples`: with `shared_prefix` (one process only), the shared-prefix
-    packs, then the samples in no pack, every world_size-th of them in chunks of `micro_batch_size`, as
-    without sharing."""
-    share = update_cfg.shared_prefix and parallel.world_size == 1
-    packs = plan_packs(samples, update_cfg.micro_batch_size, update_cfg.min_shared_tokens) if share else []
-    packed = {index for pack in packs for index in pack.indices}
-    rest = parallel.shard([index for index in range(len(samples)) if index not in packed])
-    return [*packs, *(Pack(tuple(chunk)) for chunk in _chunks(rest, update_cfg.micro_batch_size))]
-
-
-def collate_pack(samples: Sequence[TrainSample], pack: Pack, pad_id: int) -> dict[str, torch.Tensor]:
-    """The tensors of one micro batch: `collate_shared` for a shared-prefix pack, else `collate`."""
-    members = [samples[index] for index in pack.indices]
-    return collate_shared(members, pack.shared, pad_id) if pack.shared else collate(members, pad_id)
-
-
-def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[B, L, V] logits of a collated batch's rows (suffix rows for a shared-prefix pack)."""
-    if "prefix_ids" in batch:
-        return shared_prefix_logits(model, batch["prefix_ids"], batch["input_ids"], batch["attention_mask"])
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-
-
-def shared_prefix_logits(
-    model: torch.nn.Module, prefix_ids: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor
-) -> torch.Tensor:
-    """[1, K] prefix ids, [G, S] suffix rows and their [G, S] padding mask -> [G, S, V] logits: row g's
-    position j is the logit at position K + j of the full sequence prefix + row g, as a plain forward of it
-    would give (to float rounding).
-
-    The prefix runs once, in the caller's grad mode: its keys and values stay in the autograd graph, so the
-    backward pass of every row flows into the one prefix pass. Each micro batch gets a fresh cache, expanded
-    (a view) to the G rows; DynamicCache concatenates the rows' own keys and values onto it, out of place.
-    """
-    rows, length = input_ids.shape
-    shared = prefix_ids.shape[1]
-    keyword = _cache_keyword(model)
-    prefix = model(input_ids=prefix_ids, use_cache=True, **_only_last_logits(model))
-    cache = DynamicCache()
-    for layer, (keys, values) in enumerate(_cache_tensors(getattr(prefix, keyword))):
-        cache.update(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1), layer)
-    mask = torch.cat([attention_mask.new_ones(rows, shared), attention_mask], dim=1)
-    positions = torch.arange(shared, shared + length, device=input_ids.device).expand(rows, -1)
-    suffix = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, **{keyword: cache})
-    return suffix.logits  # type: ignore[no-any-return]
-
-
-SHARED_PREFIX_MODEL_TYPES = frozenset({"llama"})
-"""Architectures the shared-prefix forward is tested on (tiny random Llama, SmolLM2): a plain full-attention
-KV cache and rotary positions from `position_ids`."""
-
-
-def shared_prefix_unsupported(model: torch.nn.Module) -> str | None:
-    """Why `shared_prefix_logits` cannot run on `model`, or None when it can."""
-    base = _transformers_model(model)
-    config = getattr(base, "config", None)
-    model_type = getattr(config, "model_type", None)
-    if model_type not in SHARED_PREFIX_MODEL_TYPES:
-        return f"model_type {model_type!r} is not one it is tested on ({sorted(SHARED_PREFIX_MODEL_TYPES)})"
-    if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ()):
-        return "the model has sliding-window or linear-attention layers"
-    if _activation_checkpointing(base):
-        return "gradient checkpointing turns the KV cache off in training"
-    return None
-
-
-def _activation_checkpointing(model: torch.nn.Module) -> bool:
-    """Whether the model recomputes activations (transformers 5 renamed is_gradient_checkpointing)."""
-    value = getattr(model, "is_activation_checkpointing", None)
-    if value is None:
-        value = getattr(model, "is_gradient_checkpointing", False)
-    return bool(value() if callable(value) else value)
-
-
-def _sharing(
-    update_cfg: UpdateConfig,
-    model: torch.nn.Module,
-    ref_model: torch.nn.Module | None,
-    parallel: DataParallel,
-) -> UpdateConfig:
-    """`update_cfg` with `shared_prefix` off where it cannot run (the reason logged once)."""
-    if not update_cfg.shared_prefix:
-        return update_cfg
-    reason = next(
-        (why for why in map(shared_prefix_unsupported, filter(None, (model, ref_model))) if why is not None),
-        None,
-    )
-    if parallel.world_size > 1:
-        reason = "FSDP2 (trainer.nproc > 1) unshards each layer once per forward call; the prefix is a second"
-    if reason is None:
-        return update_cfg
-    _log_once(f"update.shared_prefix: running every episode unshared: {reason}")
-    return dataclasses.replace(update_cfg, shared_prefix=False)
-
-
-@functools.cache
-def _log_once(message: str) -> None:
-    LOG.warning(message)
-
-
-def _transformers_model(model: torch.nn.Module) -> torch.nn.Module:
-    """The transformers model under a peft wrapper (or `model` itself)."""
-    get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
-
-
-def _cache_keyword(model: torch.nn.Module) -> str:
-    """The forward's KV-cache argument and output: `cache` since transformers 5 renamed it, else
-    `past_key_values`."""
-    parameters = inspect.signature(type(_transformers_model(model)).forward).parameters
-    return "cache" if "cache" in parameters else "past_key_values"
-
-
-def _only_last_logits(model: torch.nn.Module) -> dict[str, int]:
-    """The forward argument that projects only the last position onto the vocabulary (the prefix's logits
-    are never used), where the model has it."""
-    parameters = inspect.signature(type(_transformers_model(model)).forward).parameters
-    return {name: 1 for name in ("logits_to_keep", "num_logits_to_keep") if name in parameters}
-
-
-def _cache_tensors(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(keys, values) per layer, each [1, kv_heads, K, head_dim], of a transformers DynamicCache."""
-    layers = getattr(cache, "layers", None)
-    if layers is not None:
-        return [(layer.keys, layer.values) for layer in layers]
-    return list(zip(cache.key_cache, cache.value_cache, strict=True))
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -567,21 +319,6 @@ def _reference_logprobs(
     return sampled_token_logprobs(logits, batch["input_ids"], temperature)[0]
 
 
-def _clip_and_step(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    grad_clip: float,
-) -> float:
-    params = [param for param in model.parameters() if param.grad is not None]
-    max_norm = grad_clip if grad_clip > 0 else float("inf")
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
-    optimizer.step()
-    scheduler.step()
-    full = getattr(grad_norm, "full_tensor", None)  # a DTensor under FSDP2
-    return float((full() if full is not None else grad_norm).item())
-
-
 def _autocast(enabled: bool) -> AbstractContextManager[Any]:
     """CPU bf16 autocast when asked for and the CPU has native bf16 (emulated bf16 is far slower)."""
     return torch.autocast("cpu", dtype=torch.bfloat16) if enabled and native_cpu_bf16() else nullcontext()
@@ -596,11 +333,6 @@ def _split(samples: Sequence[TrainSample], parts: int) -> Iterator[Sequence[Trai
         if stop > start:
             yield samples[start:stop]
         start = stop
-
-
-def _chunks(samples: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    for start in range(0, len(samples), size):
-        yield samples[start : start + size]
 
 
 class _Tally:

@@ -20,10 +20,11 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from agentrl.trainer import checkpoint
+from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
 from agentrl.trainer.distributed import close, exit_rank, full_state_dict, init_from_env, shard_model
-from agentrl.trainer.losses import LossConfig
+from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.samples import TrainSample
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
+from agentrl.trainer.update import ppo_update
 
 VOCAB = 96
 

@@ -16,7 +16,8 @@ import pytest
 
 from agentrl.agent.parsing import format_tool_call
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
-from agentrl.models import ModelConfig, load_model
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
 from agentrl.trainer.answer_probs import AnswerFormat, AnswerProbConfig, answer_probs, attach_answer_probs
 from agentrl.types import Action, Episode, ToolCall, Turn
 

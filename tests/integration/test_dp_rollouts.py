@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 from agentrl.config import RunConfig, ServiceConfig, TrainerConfig
 from agentrl.errors import ConfigError
 from agentrl.trainer.dp_rollouts import check_placement, shares
-from agentrl.trainer.update import DataParallel
+from agentrl.trainer.parallel import DataParallel
 
 
 def test_shares_are_contiguous_whole_groups_in_rank_order() -> None:

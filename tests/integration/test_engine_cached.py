@@ -17,7 +17,8 @@ from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
 from agentrl.agent.engines.hf import HFEngine
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
-from agentrl.models import ModelConfig, load_model
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
 
 pytestmark = pytest.mark.slow
 

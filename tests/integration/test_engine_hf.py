@@ -19,7 +19,8 @@ from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.hf import HFEngine, HFEngineConfig, cut_index, left_pad
 from agentrl.agent.prompting import render_first_prompt
 from agentrl.errors import ConfigError, ModelError
-from agentrl.models import ModelConfig, alias_cache_path, load_model
+from agentrl.model_config import ModelConfig
+from agentrl.models import alias_cache_path, load_model
 
 QUESTIONS = ["What is 3+5?", "What is 7*6?", "What is 10-4?", "What is 9/3?"]
 

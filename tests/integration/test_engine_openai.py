@@ -17,7 +17,8 @@ import pytest
 from agentrl.agent.engines.base import SamplingParams
 from agentrl.agent.engines.hf import HFEngine
 from agentrl.agent.engines.openai import OpenAIEngine, OpenAIEngineConfig, request_body, sampled_tokens
-from agentrl.models import ModelConfig, load_model
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
 from agentrl.service.embedded import free_loopback_port
 
 

@@ -37,7 +37,7 @@ from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.hf import HFEngine, HFEngineConfig
 from agentrl.agent.engines.vllm import VLLMEngine, VLLMEngineConfig, create_vllm_engine
 from agentrl.agent.prompting import render_first_prompt
-from agentrl.models import ModelConfig
+from agentrl.model_config import ModelConfig
 
 pytestmark = [
     pytest.mark.slow,

@@ -38,12 +38,13 @@ from agentrl.client import EnvClient
 from agentrl.config import RunConfig
 from agentrl.harness.config import HarnessConfig
 from agentrl.harness.runner import HarnessContext
-from agentrl.models import ModelConfig, load_model
+from agentrl.model_config import ModelConfig
+from agentrl.models import load_model
 from agentrl.service import ServiceSettings, create_app
 from agentrl.store.repository import create_run, list_runs, load_episodes, open_store, record_episodes
+from agentrl.trainer.parallel import SINGLE_PROCESS
 from agentrl.trainer.run import pad_id
 from agentrl.trainer.step import compute_advantages, make_learner, training_samples
-from agentrl.trainer.update import SINGLE_PROCESS
 from agentrl.types import Episode
 
 TARGET = 7

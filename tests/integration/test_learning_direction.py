@@ -28,9 +28,9 @@ from agentrl.agent.engines.base import SamplingParams
 from agentrl.agent.engines.cached import CachedEngine
 from agentrl.agent.engines.configs import CachedEngineConfig
 from agentrl.config import RunConfig, load_config
+from agentrl.trainer.parallel import SINGLE_PROCESS
 from agentrl.trainer.samples import TrainSample
 from agentrl.trainer.step import compute_advantages, make_learner, publish_weights, training_samples
-from agentrl.trainer.update import SINGLE_PROCESS
 from agentrl.types import Action, Episode, Turn
 
 TEMPERATURE = 1.0

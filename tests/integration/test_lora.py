@@ -7,9 +7,11 @@ from pathlib import Path
 import torch
 from fsdp_worker import samples, tiny_llama
 
-from agentrl.models import LoraSettings, with_lora
-from agentrl.trainer.losses import LossConfig
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
+from agentrl.model_config import LoraSettings
+from agentrl.models import with_lora
+from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
+from agentrl.trainer.optim import make_optimizer
+from agentrl.trainer.update import ppo_update
 
 
 def test_an_update_changes_only_the_adapters_and_they_round_trip(tmp_path: Path) -> None:

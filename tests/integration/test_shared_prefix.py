@@ -11,21 +11,15 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
-from agentrl.models import LoraSettings, with_lora
-from agentrl.trainer import update as update_module
-from agentrl.trainer.losses import LossConfig
+from agentrl.model_config import LoraSettings
+from agentrl.models import with_lora
+from agentrl.trainer import shared_prefix as shared_prefix_module
+from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
+from agentrl.trainer.optim import make_optimizer
+from agentrl.trainer.parallel import SINGLE_PROCESS
 from agentrl.trainer.samples import TrainSample, collate, collate_shared, episode_to_sample, plan_packs
-from agentrl.trainer.update import (
-    SINGLE_PROCESS,
-    OptimConfig,
-    UpdateConfig,
-    forward_logits,
-    local_packs,
-    make_optimizer,
-    ppo_update,
-    shared_prefix_unsupported,
-    with_tis_weights,
-)
+from agentrl.trainer.shared_prefix import forward_logits, local_packs, shared_prefix_unsupported
+from agentrl.trainer.update import ppo_update, with_tis_weights
 from agentrl.types import Action, Episode, Turn
 
 PAD_ID = 0
@@ -220,13 +214,13 @@ def test_lora_adapters_get_the_same_gradients() -> None:
 
 def test_the_update_runs_the_prefix_once_per_pack(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, ...]] = []
-    original = update_module.shared_prefix_logits
+    original = shared_prefix_module.shared_prefix_logits
 
     def counted(model: torch.nn.Module, prefix: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
         calls.append(tuple(prefix.shape))
         return original(model, prefix, *rest)
 
-    monkeypatch.setattr(update_module, "shared_prefix_logits", counted)
+    monkeypatch.setattr(shared_prefix_module, "shared_prefix_logits", counted)
     run(two_groups(), UpdateConfig(micro_batch_size=4, min_shared_tokens=8), LossConfig(kl_coef=0.1))
     assert calls == [(1, FIRST_PROMPT - 1)] * 4  # two packs, each for the policy and the reference
 

@@ -9,9 +9,11 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from agentrl.trainer.losses import LossConfig, token_logprobs
+from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
+from agentrl.trainer.losses import token_logprobs
+from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.samples import TrainSample, collate, episode_to_sample
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer, ppo_update
+from agentrl.trainer.update import ppo_update
 from agentrl.types import Action, Episode, Turn
 
 PAD_ID = 0

@@ -123,7 +123,8 @@ def test_sft_with_two_fsdp2_ranks(repo_root: Path, tmp_path: Path, tiny_model: P
 
 @pytest.mark.slow
 def test_sft_with_lora_saves_the_adapters_merged(repo_root: Path, tmp_path: Path, tiny_model: Path) -> None:
-    from agentrl.models import ModelConfig, has_adapters, load_model
+    from agentrl.model_config import ModelConfig
+    from agentrl.models import has_adapters, load_model
 
     demos = write_demos(repo_root, tmp_path, tiny_model, "demos", "scripted", 2)
     args = ["sft", "--task", "maze", "--demos", str(demos), "name=lora", "sft.epochs=1", "model.lora.rank=4"]
@@ -145,7 +146,8 @@ def test_the_recipe_with_smollm2_in_its_own_tokens_and_bounded_memory(
     logits of ~1k-token samples are what grows; `update.micro_batch_size` bounds them). About a minute."""
     from agentrl.agent.prompting import render_first_prompt
     from agentrl.env import make
-    from agentrl.models import ModelConfig, load_tokenizer
+    from agentrl.model_config import ModelConfig
+    from agentrl.models import load_tokenizer
 
     base = [
         f"runs_dir={tmp_path / 'runs'}",

@@ -16,7 +16,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import maze_goal_probe as probe  # noqa: E402
 
-from agentrl.models import ModelConfig, load_model  # noqa: E402
+from agentrl.model_config import ModelConfig  # noqa: E402
+from agentrl.models import load_model  # noqa: E402
 
 LAYOUT = ["@#G.", "....", "....", "...."]  # G is two cells right, behind a wall: the path goes down first
 

@@ -35,7 +35,7 @@ from agentrl.agent.engines.vllm import (
 )
 from agentrl.config import EngineConfig
 from agentrl.errors import ConfigError, ModelError
-from agentrl.models import ModelConfig
+from agentrl.model_config import ModelConfig
 
 TOKENIZER = byte_tokenizer()
 EOS = int(TOKENIZER.eos_token_id)

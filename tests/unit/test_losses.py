@@ -8,10 +8,8 @@ import pytest
 import torch
 
 from agentrl.errors import ConfigError
+from agentrl.trainer.configs import AGGREGATIONS, Aggregation, LossConfig
 from agentrl.trainer.losses import (
-    AGGREGATIONS,
-    Aggregation,
-    LossConfig,
     aggregate,
     aggregation_weight,
     kl_k3,

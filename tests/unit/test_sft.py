@@ -43,9 +43,10 @@ from agentrl.env import make
 from agentrl.env.core import StepResult
 from agentrl.errors import ConfigError, InvalidTask
 from agentrl.store.repository import create_run, open_store, record_episodes
+from agentrl.trainer.configs import OptimConfig, SFTConfig, UpdateConfig
+from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.samples import collate
-from agentrl.trainer.sft_update import SFTConfig, nll_loss, sft_sample, sft_schedule, sft_update
-from agentrl.trainer.update import OptimConfig, UpdateConfig, make_optimizer
+from agentrl.trainer.sft_update import nll_loss, sft_sample, sft_schedule, sft_update
 from agentrl.types import Action, Episode, SessionStart, ToolCall, Turn
 
 

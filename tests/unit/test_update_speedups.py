@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from agentrl.trainer import losses
+from agentrl.trainer.configs import OptimConfig
 from agentrl.trainer.losses import sampled_token_logprobs, scaled_logits, token_entropy, token_logprobs
-from agentrl.trainer.update import OptimConfig, make_optimizer
+from agentrl.trainer.optim import make_optimizer
 
 
 def trained_weights(fused: bool) -> torch.Tensor:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from agentrl.agent.engines.base import PolicyEngine
 from agentrl.agent.engines.configs import EngineConfig
 from agentrl.errors import ConfigError
-from agentrl.models import ModelConfig, has_adapters, load_model, load_tokenizer
+from agentrl.model_config import ModelConfig
+from agentrl.models import has_adapters, load_model, load_tokenizer
 
 
 def build_engine(

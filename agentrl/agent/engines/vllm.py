@@ -72,7 +72,7 @@ from agentrl.errors import ConfigError, ModelError
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from agentrl.models import ModelConfig
+    from agentrl.model_config import ModelConfig
 
 MIN_VLLM_VERSION = (0, 10, 2)
 INSTALL_HINT = "pip install 'agentrl[vllm]'"
