@@ -9,7 +9,8 @@ observation the env returns is handed back to the policy. So the first prompt, t
 the chat template between turns are exactly what RL samples with, and SFT trains on those very tokens.
 Two sources (`--policy`):
 
-- `scripted`: the env class's optional `scripted_policy` (see `ScriptedPolicy`; docs/cold_start.md).
+- `scripted`: the env class's optional `scripted_policy` (the `ScriptedPolicy` contract of
+  `agentrl.env.scripted`, which `agentrl envs check` plays too; docs/cold_start.md).
   Played on train-split tasks in a seeded order until `--n` episodes succeed.
 - `run:RUN` (a run id or name in the store): rejection sampling. The successful training episodes of that
   run (never its held-out evaluation episodes), deduplicated, are replayed turn by turn (their text) on the
@@ -36,26 +37,25 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
-from gymnasium.envs.registration import load_env_creator
 from transformers import PreTrainedTokenizerBase
 
 from agentrl.agent.engines.base import Completion, SamplingParams
-from agentrl.agent.parsing import format_tool_call
 from agentrl.agent.prompting import end_of_turn_text, render_first_prompt
 from agentrl.agent.rollout import SessionClient, episode_seed, run_concurrently, run_episode
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig, to_dict
 from agentrl.env.core import StepResult, tool_spec
-from agentrl.env.registration import load_plugins
-from agentrl.errors import ConfigError, EnvNotFound, InvalidTask
+from agentrl.env.scripted import ScriptedPolicy, ScriptedTurn, ScriptedTurns
+from agentrl.env.scripted import scripted_policy_of as env_scripted_policy
+from agentrl.env.scripted import turn_text as turn_text  # re-exported: the text of a turn, as demos write it
+from agentrl.errors import ConfigError, InvalidTask
 from agentrl.models import load_tokenizer
 from agentrl.store.repository import (
     create_run,
@@ -77,17 +77,6 @@ DEMOS_FILE = "demos.jsonl"
 MANIFEST_FILE = "demos.json"
 FORMAT_VERSION = 1
 
-ScriptedTurn = str | Action
-"""One assistant turn of a demonstrating policy: its exact text, or an `Action` whose text and tool calls are
-written as the runner's prompts write them (`turn_text`)."""
-
-ScriptedPolicy = Callable[[Mapping[str, Any], str, Mapping[str, Any]], Generator[ScriptedTurn, str, None]]
-"""The optional `scripted_policy` of an env class: called with the task record, the first observation and
-the run's `env.kwargs`, it yields one turn at a time and is sent the observation that answers each one;
-returning ends its plan (an episode that has not succeeded by then is not kept). It may read the task's
-privileged fields (the answer, the layout): it demonstrates, it is not evaluated. Loop over a list of
-planned turns rather than `yield from` it: a list's iterator cannot be sent the observations."""
-
 REASONS = ("kept", "failed", "too_long", "policy_stopped", "infra_error", "rejected")
 """Why a played episode was kept or not: kept; failed (did not succeed, or ran out of turns or context);
 too_long (a completion longer than sampling.max_new_tokens); policy_stopped (the policy's plan ended before
@@ -100,14 +89,6 @@ class PolicyStopped(Exception):
 
 
 # ---- turns as completions ------------------------------------------------------------------------------
-
-
-def turn_text(turn: ScriptedTurn) -> str:
-    """The text of a policy's turn: a string as is; an Action's text, then each tool call in the Hermes
-    layout the runner's prompts use for few-shot calls (`parsing.format_tool_call`)."""
-    if isinstance(turn, str):
-        return turn
-    return "\n".join([turn.text, *map(format_tool_call, turn.tool_calls)]).strip()
 
 
 def end_of_turn_id(tokenizer: PreTrainedTokenizerBase) -> int:
@@ -149,13 +130,12 @@ class ScriptedPlay:
         self.tokenizer = tokenizer
         self.eot_id = eot_id
         self.longest = 0
-        self._task: Mapping[str, Any] = {}
         self._observation = ""
-        self._turns: Generator[ScriptedTurn, str, None] | None = None
+        self._turns: ScriptedTurns | None = None
 
     async def create_session(self, env_id: str, task: Mapping[str, Any], seed: int) -> SessionStart:
         start = await self.client.create_session(env_id, task, seed)
-        self._task, self._observation, self._turns = task, start.observation, None
+        self._observation, self._turns = start.observation, ScriptedTurns(self.policy, task, self.env_kwargs)
         return start
 
     async def step(self, session_id: str, action: Action) -> StepResult:
@@ -167,15 +147,11 @@ class ScriptedPlay:
         await self.client.close_session(session_id)
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
-        try:
-            if self._turns is None:
-                self._turns = self.policy(self._task, self._observation, self.env_kwargs)
-                turn = next(self._turns)
-            else:
-                turn = self._turns.send(self._observation)
-        except StopIteration:
-            raise PolicyStopped from None
-        completion = scripted_completion(self.tokenizer, turn_text(turn), params.stop, self.eot_id)
+        assert self._turns is not None  # the runner opens the session before it generates
+        text = self._turns.next_turn(self._observation)
+        if text is None:
+            raise PolicyStopped
+        completion = scripted_completion(self.tokenizer, text, params.stop, self.eot_id)
         self.longest = max(self.longest, len(completion.token_ids))
         return completion
 
@@ -226,23 +202,13 @@ def parse_policy(text: str) -> tuple[str, str | None]:
 
 def scripted_policy_of(env_id: str) -> ScriptedPolicy:
     """The `scripted_policy` of the env class registered as `env_id` (importing the installed plugins)."""
-    try:
-        spec = gymnasium.spec(env_id)
-    except gymnasium.error.Error:
-        load_plugins()
-        try:
-            spec = gymnasium.spec(env_id)
-        except gymnasium.error.Error as exc:
-            raise EnvNotFound(f"no environment registered as {env_id!r}; see `agentrl envs list`") from exc
-    entry_point = spec.entry_point
-    creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
-    policy = getattr(creator, "scripted_policy", None)
+    policy = env_scripted_policy(env_id)
     if policy is None:
         raise ConfigError(
             f"{env_id} has no scripted policy (an optional `scripted_policy` on the env class; "
             "docs/cold_start.md): use --policy run:RUN_ID to take the successful episodes of a run"
         )
-    return policy  # type: ignore[no-any-return]
+    return policy
 
 
 def heldout_task_ids(config: RunConfig) -> set[str]:
