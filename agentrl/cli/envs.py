@@ -3,10 +3,10 @@
 - `list`: every registered env (installed plugins included) with its plugin (distribution and version), its
   tools, and the run configs and task suites its plugin ships.
 - `new NAME [--sandboxed] [--dir PATH]`: write an installable plugin package that trains as it is
-  (`agentrl.env.scaffold`).
-- `check ID [--task NAME | --suite SUITE] [--policy random|MODULE:FUNCTION] ...`: `check_env`, then episodes
-  through a real env service session, as a short report; exit code 1 when a check failed
-  (`agentrl.env.service_check`).
+  (`agentrl.devtools.scaffold`).
+- `check ID [--task NAME | --suite SUITE] [--policy random|scripted|MODULE:FUNCTION] ...`: `check_env`, then
+  episodes through a real env service session, as a short report; exit code 1 when a check failed
+  (`agentrl.devtools.service_check`). The policies are `ScriptedPolicy`s (`agentrl.env.scripted`).
 
 What this is not: the logic; each action is a thin handler over the modules named above.
 """
@@ -16,12 +16,16 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrl.errors import ConfigError, EnvNotFound
+
+if TYPE_CHECKING:
+    from agentrl.env.scripted import ScriptedPolicy
 
 
 def add_parser(commands: Any) -> None:
@@ -42,7 +46,8 @@ def add_parser(commands: Any) -> None:
     check.add_argument(
         "--policy",
         default="random",
-        help="random (the default), or MODULE:FUNCTION, a scripted solve(task, transcript) -> turn text",
+        help="random (the default), scripted (the env's own scripted_policy), or MODULE:FUNCTION: a "
+        "ScriptedPolicy (agentrl.env.scripted) or a solve(task, transcript) -> turn text",
     )
     check.add_argument("--episodes", type=int, help="episodes through the service (default 8)")
     check.add_argument("--group-size", type=int, help="episodes per task and seed (default 2)")
@@ -108,7 +113,7 @@ def format_env_table(rows: Sequence[Mapping[str, str]]) -> str:
 
 
 def new_command(args: argparse.Namespace) -> int:
-    from agentrl.env.scaffold import plugin_names, write_plugin
+    from agentrl.devtools.scaffold import plugin_names, write_plugin
 
     names = plugin_names(args.name)
     folder = args.dir or Path(args.name)
@@ -116,7 +121,7 @@ def new_command(args: argparse.Namespace) -> int:
     print(f"wrote {len(written)} files to {folder}/: the env plugin {names.dist}, registering {names.env_id}")
     print("next:")
     print(f"  pip install -e {folder}")
-    print(f"  agentrl envs check {names.env_id} --policy {names.package}.policy:solve")
+    print(f"  agentrl envs check {names.env_id} --policy scripted")
     print(f"  agentrl train --task {names.name} train.steps=1 eval.before=false eval.after=false")
     return 0
 
@@ -137,9 +142,9 @@ class CheckSource:
 
 
 def check_command(args: argparse.Namespace) -> int:
+    from agentrl.devtools.service_check import CheckConfig, check_service_env, format_report
     from agentrl.env import list_envs
     from agentrl.env.plugin_data import plugin_named
-    from agentrl.env.service_check import CheckConfig, check_service_env, format_report
     from agentrl.tasks import load_tasks
 
     registered = {info.id: info for info in list_envs()}
@@ -169,7 +174,7 @@ def check_command(args: argparse.Namespace) -> int:
         args.env_id,
         load_tasks(source.root, source.suite, source.split),
         env_kwargs=source.env_kwargs,
-        policy=None if args.policy == "random" else load_policy(args.policy),
+        policy=None if args.policy == "random" else load_policy(args.policy, args.env_id),
         config=config,
         header=f"{args.env_id} ({header})",
     )
@@ -222,17 +227,37 @@ def not_registered_message(env_id: str, known: Sequence[str]) -> str:
     return f"no environment registered as {env_id!r}.{hint} `agentrl envs list` shows the registered ones."
 
 
-def load_policy(spec: str) -> Any:
-    """The scripted policy MODULE:FUNCTION names."""
+def load_policy(spec: str, env_id: str) -> ScriptedPolicy:
+    """The scripted policy `--policy` names: `scripted`, the env class's own; MODULE:FUNCTION, a
+    `ScriptedPolicy` (a generator function), or a `solve(task, transcript) -> str` (adapted to one)."""
+    from agentrl.env import scripted_policy_of, transcript_policy
+
+    if spec == "scripted":
+        policy = scripted_policy_of(env_id)
+        if policy is None:
+            raise ConfigError(
+                f"{env_id} has no scripted policy (an optional `scripted_policy` on the env class; "
+                "docs/cold_start.md): give MODULE:FUNCTION, or the default random policy"
+            )
+        return policy
+    named = import_named(spec)
+    return named if inspect.isgeneratorfunction(named) else transcript_policy(named)
+
+
+def import_named(spec: str) -> Any:
+    """The callable MODULE:FUNCTION names."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigError(
-            f"--policy {spec!r}: give random or MODULE:FUNCTION, e.g. agentrl_hilo.policy:solve"
+            f"--policy {spec!r}: give random, scripted or MODULE:FUNCTION, "
+            "e.g. agentrl_hilo.policy:scripted_policy"
         )
     try:
-        policy = getattr(importlib.import_module(module_name), attribute)
+        named = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"--policy {spec!r}: cannot import it ({exc!r})") from exc
-    if not callable(policy):
-        raise ConfigError(f"--policy {spec!r} is not callable; it must be solve(task, transcript) -> str")
-    return policy
+    if not callable(named):
+        raise ConfigError(
+            f"--policy {spec!r} is not callable; it must be a ScriptedPolicy (agentrl.env.scripted)"
+        )
+    return named

@@ -1,6 +1,8 @@
 """The tutorial of docs/environments.md run as a new user runs it: `agentrl envs new`, `pip install -e`, the
 plugin's own tests, `agentrl envs check`, one training step and an evaluation, from a folder with no
 configs/ or tasks/ in it. The page's shell blocks are the script, so the page and what works cannot drift.
+A new plugin's scripted policy also writes demonstrations (`agentrl demos --policy scripted`): `envs new`,
+`envs check` and `demos` share one scripted-policy contract (`agentrl.env.scripted`).
 
 The plugin is installed into a throwaway virtualenv that sees this interpreter's packages (a .pth file adds
 their folder), never into this interpreter's environment: nothing is left installed for other tests, whatever
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 from doc_blocks import DOC, bash_script, doc_blocks
 
-from agentrl.env.scaffold import write_plugin
+from agentrl.devtools.scaffold import write_plugin
 
 MARKER = "@@ block"
 
@@ -107,3 +109,24 @@ def test_the_sandboxed_plugin_passes_its_own_tests_with_docker(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "deselected" in done.stdout and "skipped" not in done.stdout
+
+
+def test_a_new_plugin_writes_demonstrations_with_its_scripted_policy(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    env = throwaway_venv(tmp_path / "env")
+    write_plugin("hilo", tmp_path / "hilo")
+    install = ["pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(tmp_path / "hilo")]
+    installed = subprocess.run(install, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    # the tiny model's tokens are bytes: longer turns and prompts than SmolLM2's
+    demos = [
+        "agentrl", "demos", "--task", "hilo", "--policy", "scripted", "--n", "2", "--concurrency", "1",
+        "name=demos", f"runs_dir={tmp_path / 'runs'}", f"store.url=sqlite:///{tmp_path / 'store.db'}",
+        f"model.name={tiny_model}", "sampling.max_new_tokens=80", "rollout.max_context_tokens=4096",
+    ]  # fmt: skip
+    done = subprocess.run(demos, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    episodes = [json.loads(line) for line in (tmp_path / "runs" / "demos" / "demos.jsonl").open()]
+    assert len(episodes) == 2 and all(episode["success"] for episode in episodes)
+    assert all(turn["text"].startswith("<tool_call>") for episode in episodes for turn in episode["turns"])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from doc_blocks import Block, bash_script, doc_blocks, quoted_pieces
 
-from agentrl.env.scaffold import render_plugin, write_plugin
+from agentrl.devtools.scaffold import render_plugin, write_plugin
 
 PLUGINS = {"hilo": False, "lookup": True}  # the page's plugins, and whether each is sandboxed
 RENDERED = {name: render_plugin(name, sandboxed=sandboxed) for name, sandboxed in PLUGINS.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,10 @@ import pytest
 
 from agentrl.agent.parsing import parse_turn
 from agentrl.cli.main import main
-from agentrl.env import Env, StepResult, register, render_tool_call, tool_spec
-from agentrl.env import service_check as check
-from agentrl.env.service_check import CheckConfig, EpisodeTrace, check_service_env, format_report
-from agentrl.types import Action
+from agentrl.devtools import service_check as check
+from agentrl.devtools.service_check import CheckConfig, EpisodeTrace, check_service_env, format_report
+from agentrl.env import Env, StepResult, register, render_tool_call, tool_spec, transcript_policy
+from agentrl.types import Action, ToolCall
 
 GUESS_TASKS = [{"id": f"t{target}", "target": target} for target in (3, 8, 16)]
 WORDS = [{"id": "w1", "word": "yes"}, {"id": "w2", "word": "hello"}]
@@ -60,6 +60,17 @@ class SlowStepEnv(SayEnv):
         return StepResult("ok", 0.0, True, False, {"state_key": "done"})
 
 
+def say_the_word(
+    task: Mapping[str, Any], observation: str, env_kwargs: Mapping[str, Any]
+) -> Generator[Action, str, None]:
+    """A `ScriptedPolicy`: one turn, the word."""
+    yield Action(text="", tool_calls=(ToolCall("say", {"word": task["word"]}),))
+
+
+class ScriptedSayEnv(SayEnv):
+    scripted_policy = staticmethod(say_the_word)
+
+
 class NoKeyEnv(SayEnv):
     """Forgets info["state_key"] on its steps."""
 
@@ -71,6 +82,7 @@ register("test/Say-v0", entry_point=SayEnv)
 register("test/HistoryKeys-v0", entry_point=HistoryKeyEnv)
 register("test/SlowStep-v0", entry_point=SlowStepEnv)
 register("test/NoKey-v0", entry_point=NoKeyEnv)
+register("test/ScriptedSay-v0", entry_point=ScriptedSayEnv)
 
 
 def statuses(report: Any) -> dict[str, str]:
@@ -84,7 +96,7 @@ def oracle(task: Mapping[str, Any], transcript: Sequence[str]) -> str:
 def chatter() -> Any:
     """A scripted policy whose every turn is a text never said before."""
     turns = itertools.count()
-    return lambda task, transcript: f"turn {next(turns)}"
+    return transcript_policy(lambda task, transcript: f"turn {next(turns)}")
 
 
 def test_a_random_turn_is_a_call_the_parser_reads_with_arguments_of_the_schemas_types() -> None:
@@ -135,7 +147,7 @@ def test_an_env_that_keeps_the_contract_passes_with_the_random_policy() -> None:
 
 
 def test_a_scripted_policy_reaches_success_and_one_that_never_does_fails() -> None:
-    won = check_service_env("test/Say-v0", WORDS, policy=oracle, config=QUICK)
+    won = check_service_env("test/Say-v0", WORDS, policy=transcript_policy(oracle), config=QUICK)
     assert won.failures == 0 and "success 4/4" in format_report(won)
     never = check_service_env("test/Say-v0", WORDS, policy=chatter(), config=QUICK)
     assert statuses(never)["success"] == "FAIL" and never.exit_code() == 1
@@ -179,6 +191,20 @@ def test_envs_check_from_the_command_line(
     assert main(["envs", "check", "test/GuessNumbr-v0", "--suite", "guess"]) == 2
     assert "Did you mean 'test/GuessNumber-v0'" in capsys.readouterr().err
     assert main(["envs", "check", "test/GuessNumber-v0", "--policy", "no_module_here:solve"]) == 2
+
+
+def test_envs_check_plays_the_env_own_scripted_policy_or_one_named_by_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "tasks" / "words").mkdir(parents=True)
+    (tmp_path / "tasks" / "words" / "train.jsonl").write_text('{"id": "w", "word": "yes"}\n')
+    monkeypatch.chdir(tmp_path)
+    check = ["envs", "check", "test/ScriptedSay-v0", "--suite", "words", "--episodes", "2"]
+    for policy in ("scripted", f"{__name__}:say_the_word", f"{__name__}:oracle"):
+        assert main([*check, "--policy", policy]) == 0
+        assert "success 2/2" in capsys.readouterr().out
+    assert main(["envs", "check", "test/Say-v0", "--suite", "words", "--policy", "scripted"]) == 2
+    assert "has no scripted policy" in capsys.readouterr().err
 
 
 def test_envs_check_needs_a_config_or_a_suite_for_an_env_no_config_names(

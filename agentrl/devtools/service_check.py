@@ -11,10 +11,11 @@ env slow enough to stall the service's event loop), episodes the env never ends,
 never succeeds, and sandbox containers started and left behind. `format_report` prints it; the exit code
 (`CheckReport.exit_code`) is for CI.
 
-The policies: "random" picks a tool and fills its arguments from the tool's JSON schema with small values
-drawn from a short list (so that the episodes of a group can meet in the same states), and one turn in five
-is plain text without a tool call; or a scripted policy, any `solve(task, transcript) -> str` returning the
-assistant's next turn as text (`transcript`: the first observation, then each turn and its answer).
+The policies are `ScriptedPolicy`s (`agentrl.env.scripted`, the contract `agentrl demos` plays too), each
+episode driven by `ScriptedTurns`: "random" picks a tool and fills its arguments from the tool's JSON schema
+with small values drawn from a short list (so that the episodes of a group can meet in the same states),
+and one turn in five is plain text without a tool call; or a scripted policy (the env class's
+`scripted_policy`, or one the caller names).
 
 What this is not: a load test (episodes run one after the other, so latencies are those of one session;
 `bench/service.py` measures throughput), or part of the Env API (`agentrl.env` does not import this module;
@@ -27,7 +28,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,10 +37,10 @@ import numpy as np
 from agentrl.env.checker import check_env
 from agentrl.env.core import INFO_INVALID, INFO_STATE_KEY, INFO_SUCCESS
 from agentrl.env.registration import make, tools_of
+from agentrl.env.scripted import ScriptedPolicy, ScriptedTurn, ScriptedTurns
 from agentrl.env.toolcall import render_tool_call
 from agentrl.errors import AgentRLError, ConfigError, SandboxUnavailable, ServiceUnavailable
 
-Policy = Callable[[Mapping[str, Any], Sequence[str]], str]
 Status = Literal["ok", "warn", "FAIL"]
 
 RANDOM_STRINGS = ("1", "yes", "hello", "ls", "cat notes.txt", "42")  # few, so group members can agree
@@ -128,7 +129,7 @@ def check_service_env(
     tasks: Sequence[Mapping[str, Any]],
     *,
     env_kwargs: Mapping[str, Any] | None = None,
-    policy: Policy | None = None,
+    policy: ScriptedPolicy | None = None,
     config: CheckConfig = CheckConfig(),
     header: str = "",
 ) -> CheckReport:
@@ -163,14 +164,18 @@ def format_report(report: CheckReport) -> str:
 # --- policies ------------------------------------------------------------------------------------------
 
 
-def random_policy(tools: Sequence[Mapping[str, Any]], seed: int) -> Policy:
-    """A policy of random tool calls with arguments from each tool's schema, and some plain-text turns."""
+def random_policy(tools: Sequence[Mapping[str, Any]], seed: int) -> ScriptedPolicy:
+    """A policy of random tool calls with arguments from each tool's schema, and some plain-text turns; one
+    generator of draws shared by all its episodes."""
     rng = np.random.default_rng(seed)
 
-    def turn(task: Mapping[str, Any], transcript: Sequence[str]) -> str:
-        return random_turn(tools, rng)
+    def turns(
+        task: Mapping[str, Any], observation: str, env_kwargs: Mapping[str, Any]
+    ) -> Generator[ScriptedTurn, str, None]:
+        while True:
+            yield random_turn(tools, rng)
 
-    return turn
+    return turns
 
 
 def random_turn(tools: Sequence[Mapping[str, Any]], rng: np.random.Generator) -> str:
@@ -231,7 +236,7 @@ async def _play_all(
     env_id: str,
     tasks: Sequence[Mapping[str, Any]],
     kwargs: Mapping[str, Any],
-    policy: Policy,
+    policy: ScriptedPolicy,
     config: CheckConfig,
     docker: bool,
 ) -> tuple[list[EpisodeTrace], int, set[str]]:
@@ -246,7 +251,8 @@ async def _play_all(
             for index in range(config.episodes):
                 group = index // config.group_size
                 task = tasks[group % len(tasks)]
-                trace = await _play(client, env_id, task, config.seed + group, policy, config, group)
+                turns = ScriptedTurns(policy, task, kwargs)
+                trace = await _play(client, env_id, task, config.seed + group, turns, config, group)
                 traces.append(trace)
                 seen |= (_own_containers() or set()) if docker else set()
         open_sessions = await _open_sessions(url)
@@ -258,7 +264,7 @@ async def _play(
     env_id: str,
     task: Mapping[str, Any],
     seed: int,
-    policy: Policy,
+    turns: ScriptedTurns,
     config: CheckConfig,
     group: int,
 ) -> EpisodeTrace:
@@ -273,16 +279,18 @@ async def _play(
     trace.reset_key_present = INFO_STATE_KEY in start.info
     trace.reset_key = _hashable(start.info.get(INFO_STATE_KEY))
     trace.observation_chars.append(len(start.observation))
-    transcript = [start.observation]
+    observation = start.observation
     try:
         for _ in range(config.max_turns):
-            text = policy(task, transcript)
+            text = turns.next_turn(observation)
+            if text is None:
+                break  # the policy's plan ended before the episode did
             action = parse_turn(text)
             started = time.perf_counter()
             result = await client.step(start.session_id, action)
             trace.latencies_s.append(time.perf_counter() - started)
             _record(trace, action, result)
-            transcript += [text, result.observation]
+            observation = result.observation
             if result.terminated or result.truncated:
                 trace.ended = True
                 trace.success = result.info.get(INFO_SUCCESS) is True

@@ -1,22 +1,24 @@
 """`agentrl envs new NAME [--sandboxed]`: write an installable env plugin package that trains as it is.
 
 What this is: naming (`PluginNames`: from NAME, the distribution, package, env id and class names),
-rendering (`render_plugin`: the files as text, a pure function) and writing (`write_plugin`: the files, then
-the plugin's own task generator, which writes its task suite into the package). The plugin it writes:
+rendering (`render_plugin`: the files as text, a pure function of the templates) and writing
+(`write_plugin`: the files, then the plugin's own task generator, which writes its task suite into the
+package). The plugin it writes, and the template each file comes from (`agentrl/devtools/templates/`):
 
-    NAME/pyproject.toml                      entry point `agentrl.envs`, package data, pytest settings
-    NAME/README.md
-    NAME/agentrl_NAME/__init__.py            registers the env
-    NAME/agentrl_NAME/env.py                 the game
-    NAME/agentrl_NAME/make_tasks.py          the task generator
-    NAME/agentrl_NAME/policy.py              a scripted policy that solves the tasks
-    NAME/agentrl_NAME/data/configs/NAME.yaml the default run config (`agentrl train --task NAME`)
+    NAME/pyproject.toml                      common/pyproject.toml.tmpl: entry point, package data, pytest
+    NAME/README.md                           common/README.md.tmpl
+    NAME/agentrl_NAME/__init__.py            common/plugin_init.py: registers the env
+    NAME/agentrl_NAME/env.py                 GAME/env.py: the game
+    NAME/agentrl_NAME/make_tasks.py          GAME/make_tasks.py: the task generator
+    NAME/agentrl_NAME/policy.py              GAME/policy.py: the env's ScriptedPolicy
+    NAME/agentrl_NAME/data/configs/NAME.yaml GAME/config.yaml.tmpl: the default run config
     NAME/agentrl_NAME/data/tasks/NAME/       the task suite (written by make_tasks)
-    NAME/tests/test_NAME.py
+    NAME/tests/test_plugin.py                common/plugin_tests.py: contract, suite, policy, training
+    NAME/tests/test_NAME.py                  GAME/game_tests.py: the game's rules
 
-The game is a working example to replace: guess-the-number (pure Python, `agentrl.env.scaffold.guess`),
-or with `--sandboxed` find-a-value-with-shell-commands in a Docker sandbox (`agentrl.env.scaffold.lookup`).
-docs/environments.md walks through both.
+The game (GAME) is a working example to replace: guess-the-number (pure Python, `guess/`), or with
+`--sandboxed` find-a-value-with-shell-commands in a Docker sandbox (`lookup/`). `agentrl.devtools.templates`
+says how a template names the plugin; docs/environments.md walks through both games.
 
 What this is not: a package publisher, or an editor of existing plugins: it refuses a folder that exists.
 """
@@ -28,14 +30,26 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
-from string import Template
 
-from agentrl.env.scaffold import common, guess, lookup
 from agentrl.errors import ConfigError
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 MAX_NAME_LENGTH = 40
+TEMPLATES = files("agentrl.devtools") / "templates"
+GAMES = {
+    False: ("guess", "guess the hidden number; every wrong guess is answered higher or lower."),
+    True: ("lookup", "find a value in a file with shell commands run in a Docker sandbox, then submit it."),
+}
+SANDBOXED_ONLY = "  # only --sandboxed"
+# the word the templates use for each part of PluginNames (agentrl.devtools.templates)
+PLACEHOLDERS = {
+    "agentrl-env-envname": "dist",
+    "agentrl_envname": "package",
+    "Envname": "Name",
+    "envname": "name",
+}
 
 
 @dataclass(frozen=True)
@@ -79,29 +93,46 @@ def render_plugin(name: str, *, sandboxed: bool = False) -> dict[str, str]:
     """The plugin's files, by path relative to its folder, as text; the task suite is not among them
     (`write_plugin` runs the generator for it)."""
     names = plugin_names(name)
-    game = lookup if sandboxed else guess
-    package, config = names.package, f"{names.package}/data/configs/{name}.yaml"
-    markers = ['    "slow: trains the real model (minutes on CPU)",\n']
-    if sandboxed:
-        markers.append('    "docker: needs a Docker engine and the agentrl/sandbox-python image",\n')
+    game, description = GAMES[sandboxed]
+    package, stem = names.package, names.package.removeprefix("agentrl_")
+    sources = {
+        "pyproject.toml": "common/pyproject.toml.tmpl",
+        "README.md": "common/README.md.tmpl",
+        f"{package}/__init__.py": "common/plugin_init.py",
+        f"{package}/env.py": f"{game}/env.py",
+        f"{package}/make_tasks.py": f"{game}/make_tasks.py",
+        f"{package}/policy.py": f"{game}/policy.py",
+        f"{package}/data/configs/{name}.yaml": f"{game}/config.yaml.tmpl",
+        "tests/test_plugin.py": "common/plugin_tests.py",
+        f"tests/test_{stem}.py": f"{game}/game_tests.py",
+    }
     values = {
-        **vars(names),
-        "game": game.GAME,
-        "markers": "".join(markers),
-        "variant_flag": " --sandboxed" if sandboxed else "",
-        "layout": _layout(names, sandboxed),
+        **{placeholder: getattr(names, field) for placeholder, field in PLACEHOLDERS.items()},
+        "ENVNAME_GAME": description,
+        "ENVNAME_FLAG": " --sandboxed" if sandboxed else "",
+        "ENVNAME_LAYOUT": _layout(names, sandboxed),
     }
-    templates = {
-        "pyproject.toml": common.PYPROJECT,
-        "README.md": common.README,
-        f"{package}/__init__.py": common.INIT,
-        f"{package}/env.py": game.ENV,
-        f"{package}/make_tasks.py": game.MAKE_TASKS,
-        f"{package}/policy.py": game.POLICY,
-        config: game.CONFIG,
-        f"tests/test_{names.package.removeprefix('agentrl_')}.py": game.TESTS,
+    return {
+        path: render(TEMPLATES.joinpath(source).read_text(encoding="utf-8"), values, sandboxed)
+        for path, source in sources.items()
     }
-    return {path: Template(text).substitute(values) for path, text in templates.items()}
+
+
+def render(template: str, values: dict[str, str], sandboxed: bool) -> str:
+    """A template with each placeholder word replaced by its value, and its `# only --sandboxed` lines kept
+    (without that comment) when `sandboxed`, else dropped."""
+    kept = [_variant_line(line, sandboxed) for line in template.splitlines(keepends=True)]
+    pattern = re.compile("|".join(re.escape(word) for word in sorted(values, key=len, reverse=True)))
+    return pattern.sub(lambda match: values[match.group(0)], "".join(kept))
+
+
+def _variant_line(line: str, sandboxed: bool) -> str:
+    """`line` as this variant of the plugin has it: a `# only --sandboxed` line loses that comment when
+    `sandboxed` and is dropped otherwise (as ""); any other line is as it is."""
+    body = line.rstrip("\n")
+    if not body.endswith(SANDBOXED_ONLY):
+        return line
+    return body.removesuffix(SANDBOXED_ONLY) + line[len(body) :] if sandboxed else ""
 
 
 def write_plugin(name: str, folder: Path, *, sandboxed: bool = False) -> list[Path]:
@@ -148,8 +179,9 @@ def _layout(names: PluginNames, sandboxed: bool) -> str:
         + (", the sandbox" if sandboxed else ""),
         f"- `{package}/make_tasks.py`: the task generator; `python -m {package}.make_tasks` rewrites"
         f" `{package}/data/tasks/{name}/`",
-        f"- `{package}/policy.py`: a scripted policy that solves the tasks",
+        f"- `{package}/policy.py`: the env's scripted policy, which solves the tasks",
         f"- `{package}/data/configs/{name}.yaml`: the default run config",
-        f"- `tests/test_{package.removeprefix('agentrl_')}.py`: the plugin's tests",
+        "- `tests/test_plugin.py`: the plugin's tests; "
+        f"`tests/test_{package.removeprefix('agentrl_')}.py`: the game's rules",
     ]
     return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Templates of `agentrl envs new` (see `agentrl.devtools.templates`); not imported."""
