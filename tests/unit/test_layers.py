@@ -4,6 +4,8 @@
 - The trainer reaches engines only through `PolicyEngine` and estimators only through their registry entry:
   no engine classes, no `.model` reach-ins, no peft probes, no estimator names in agentrl/trainer/.
 - The sync and async loops do not import each other both ways.
+- `agentrl/env` is the Env API: none of its modules imports the env service or the CLI, at module level or
+  inside a function (the tools that need them live in `agentrl/devtools`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from agentrl.trainer.step import PREPARATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINER = ROOT / "agentrl" / "trainer"
+ENV_API = ROOT / "agentrl" / "env"
 HEAVY = (
     "fastapi",
     "starlette",
@@ -73,3 +76,26 @@ def test_the_loops_do_not_import_each_other_both_ways() -> None:
 def test_every_need_an_estimator_declares_has_a_preparation() -> None:
     assert entry("igpo").needs == ("answer_probs",)
     assert {need for item in ESTIMATORS.values() for need in item.needs} <= set(PREPARATIONS)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, anywhere in it (function bodies included), as absolute names."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return names
+
+
+def test_the_env_api_imports_neither_the_service_nor_the_cli() -> None:
+    above = ("agentrl.service", "agentrl.cli")
+    found = {
+        (path.name, name)
+        for path in sorted(ENV_API.glob("*.py"))
+        for name in imported_modules(path)
+        if any(name == module or name.startswith(module + ".") for module in above)
+    }
+    assert sorted(found) == []
+    assert imported_modules(ROOT / "agentrl" / "devtools" / "service_check.py") & {"agentrl.service"}
