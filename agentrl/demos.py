@@ -55,7 +55,7 @@ from agentrl.env.core import StepResult, tool_spec
 from agentrl.env.scripted import ScriptedPolicy, ScriptedTurn, ScriptedTurns
 from agentrl.env.scripted import scripted_policy_of as env_scripted_policy
 from agentrl.env.scripted import turn_text as turn_text  # re-exported: the text of a turn, as demos write it
-from agentrl.errors import ConfigError, InvalidTask
+from agentrl.errors import ConfigError, InvalidTask, PolicyStopped
 from agentrl.models import load_tokenizer
 from agentrl.store.repository import (
     create_run,
@@ -82,10 +82,6 @@ REASONS = ("kept", "failed", "too_long", "policy_stopped", "infra_error", "rejec
 too_long (a completion longer than sampling.max_new_tokens); policy_stopped (the policy's plan ended before
 the episode did); infra_error (still an infrastructure failure after rollout.infra_attempts plays);
 rejected (the env refused the task at reset, `InvalidTask`: that task is skipped, the others are played)."""
-
-
-class PolicyStopped(Exception):
-    """The demonstrating policy has no further turn (its generator returned)."""
 
 
 # ---- turns as completions ------------------------------------------------------------------------------

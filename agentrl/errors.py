@@ -2,6 +2,7 @@
 
     AgentRLError
     ├── ConfigError              the user's config or command line is wrong; the message says what to change
+    │   └── NotFound             the viewer was asked for a run, step or episode the store does not hold (404)
     ├── EnvError                 an environment or its registry misbehaved
     │   ├── EnvNotFound          unknown env id (with "did you mean" suggestions)
     │   └── EnvPluginError       an installed plugin failed to import or register
@@ -21,7 +22,13 @@
     │       ├── InvalidTask      422: the env rejected the task record or seed at reset
     │       └── InvalidRequest   422: the request body is malformed
     ├── RolloutError             every episode of a step failed for infrastructure reasons, after re-plays
+    ├── HarnessError             an external agent harness (`rollout.harness`) misbehaved
+    │   ├── ChatError            the harness endpoint refuses a request (an OpenAI error; a ValueError)
+    │   │   └── EpisodeClosed    a request after the harness's episode ended (409)
+    │   └── HarnessFailed        a subprocess harness exited non-zero (a RuntimeError)
+    ├── PolicyStopped            `agentrl demos`: the scripted policy has no further turn (demo dropped)
     ├── ModelError               a model could not be found, loaded or converted
+    │   └── InvalidPrompt        a prompt the model cannot read: empty, or ids outside the vocabulary
     └── StoreError               the database could not be opened or written
 
 What this is not: a place for expected episode failures. A malformed tool call, a timed-out command or a
@@ -29,6 +36,12 @@ wrong answer is data on the episode (`Turn.invalid`, `Episode.stop_reason`), nev
 Infrastructure errors (`INFRA_ERRORS`: `SandboxError`, `ServiceUnavailable`) end an episode with
 `stop_reason="infra_error"` and the episode is re-played; a `RequestRejected` is never re-played and stops
 the run with the service's message.
+
+Two harness errors keep the builtin base they were first written with (`ChatError` is a ValueError,
+`HarnessFailed` a RuntimeError), so code that catches those still does. The only exceptions defined
+elsewhere (`tests/unit/test_errors.py`) are one private to a function's control flow that never leaves it
+(the tool-call parser's `_Malformed`) and one a framework requires to be its own type (the service's
+`BodyTooLarge`, a Starlette HTTPException).
 
 Across the env service boundary an error keeps its class: the service sends its class name with the status
 of `agentrl.wire.STATUS_OF_ERROR`, and `agentrl.client` raises that class again (a sandbox failure arrives
@@ -44,6 +57,10 @@ class AgentRLError(Exception):
 
 class ConfigError(AgentRLError):
     """The config or command line is invalid."""
+
+
+class NotFound(ConfigError):
+    """A run, step or episode the viewer was asked for is not in the store."""
 
 
 class EnvError(AgentRLError):
@@ -123,8 +140,43 @@ class RolloutError(AgentRLError):
     included; training on nothing would hide it."""
 
 
+class HarnessError(AgentRLError):
+    """An external agent harness (`rollout.harness`) misbehaved."""
+
+
+class ChatError(HarnessError, ValueError):
+    """A request the harness endpoint refuses, with the OpenAI error fields it is answered with."""
+
+    def __init__(
+        self,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        status: int = 400,
+        kind: str = "invalid_request_error",
+    ) -> None:
+        super().__init__(message)
+        self.message, self.param, self.code, self.status, self.kind = message, param, code, status, kind
+
+
+class EpisodeClosed(ChatError):
+    """The episode is over for the harness (finished, timed out); its later requests get this 409."""
+
+
+class HarnessFailed(HarnessError, RuntimeError):
+    """A subprocess harness exited non-zero."""
+
+
+class PolicyStopped(AgentRLError):
+    """The demonstrating policy has no further turn (its generator returned)."""
+
+
 class ModelError(AgentRLError):
     """A model could not be found, loaded or converted."""
+
+
+class InvalidPrompt(ModelError):
+    """A prompt the model cannot read: empty, or holding ids outside the vocabulary."""
 
 
 class StoreError(AgentRLError):

@@ -30,27 +30,12 @@ from transformers import PreTrainedTokenizerBase
 from agentrl.agent.parsing import format_tool_call, parse_turn
 from agentrl.agent.prompting import end_of_turn_text, supports_tools, system_prompt
 from agentrl.env.toolcall import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
-from agentrl.errors import ModelError
+from agentrl.errors import ChatError, ModelError
 from agentrl.types import Action, ToolCall
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_STOP_STRINGS = 4
 _BLOCK = re.compile(re.escape(TOOL_CALL_OPEN) + r".*?" + re.escape(TOOL_CALL_CLOSE), re.DOTALL)
-
-
-class ChatError(ValueError):
-    """A request the endpoint refuses, with the OpenAI error fields it is answered with."""
-
-    def __init__(
-        self,
-        message: str,
-        param: str | None = None,
-        code: str | None = None,
-        status: int = 400,
-        kind: str = "invalid_request_error",
-    ) -> None:
-        super().__init__(message)
-        self.message, self.param, self.code, self.status, self.kind = message, param, code, status, kind
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from agentrl.errors import INFRA_ERRORS, AgentRLError, EpisodeOver
-from agentrl.harness.chat import ChatError, ChatFormat, parse_request
+from agentrl.errors import INFRA_ERRORS, AgentRLError, ChatError, EpisodeOver
+from agentrl.harness.chat import ChatFormat, parse_request
 from agentrl.harness.config import HarnessConfig
 from agentrl.harness.recorder import EpisodeRecorder, RecordedCall
 from agentrl.types import Action, ToolCall
@@ -315,6 +315,8 @@ def create_app(endpoint: ChatEndpoint) -> FastAPI:
             raise ChatError(str(exc), code="episode_over", status=409) from None
         except INFRA_ERRORS as exc:
             raise ChatError(str(exc), code="env_unavailable", status=503, kind="server_error") from None
+        except ChatError:  # the recorder's own refusal (EpisodeClosed), answered as it is
+            raise
         except AgentRLError as exc:
             raise ChatError(f"{type(exc).__name__}: {exc}", code="env_error") from None
         return {

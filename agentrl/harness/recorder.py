@@ -36,9 +36,8 @@ from typing import Any
 from agentrl.agent.engines.base import Completion, Engine, SamplingParams
 from agentrl.agent.rollout import RolloutConfig, SessionClient, derive_seed, is_invalid
 from agentrl.env.core import StepResult
-from agentrl.errors import INFRA_ERRORS
+from agentrl.errors import INFRA_ERRORS, ChatError, EpisodeClosed
 from agentrl.harness.chat import (
-    ChatError,
     ChatFormat,
     ChatRequest,
     Reply,
@@ -84,10 +83,6 @@ class RecordedStep:
     after_calls: int
     action: Action
     result: StepResult
-
-
-class EpisodeClosed(ChatError):
-    """The episode is over for the harness (finished, timed out); its later requests get this 409."""
 
 
 class EpisodeRecorder:

@@ -44,7 +44,7 @@ from typing import Any
 from agentrl.agent.engines.base import Engine, SamplingParams
 from agentrl.agent.rollout import RolloutConfig, SessionClient, close_quietly
 from agentrl.env.core import StepResult
-from agentrl.errors import INFRA_ERRORS, ConfigError
+from agentrl.errors import INFRA_ERRORS, ConfigError, HarnessFailed
 from agentrl.harness.config import HarnessConfig
 from agentrl.harness.endpoint import ChatEndpoint, chat_format
 from agentrl.harness.recorder import EpisodeRecorder
@@ -141,10 +141,6 @@ class CommandHarness:
         if process.returncode:
             tail = output.decode(errors="replace")[-OUTPUT_TAIL_CHARS:]
             raise HarnessFailed(f"{' '.join(self.command)} exited with {process.returncode}: {tail}")
-
-
-class HarnessFailed(RuntimeError):
-    """A subprocess harness exited non-zero."""
 
 
 def load_harness(config: HarnessConfig) -> Harness:

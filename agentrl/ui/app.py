@@ -32,7 +32,7 @@ from markupsafe import Markup, escape
 from sqlalchemy.engine import make_url
 
 from agentrl.agent.parsing import parse_turn
-from agentrl.errors import ConfigError
+from agentrl.errors import ConfigError, NotFound
 from agentrl.store import repository
 from agentrl.ui import views
 from agentrl.ui.svg import line_chart
@@ -49,10 +49,6 @@ FILTER_LABELS = {
     "infra": "infra failures",
     "invalid": "invalid actions",
 }
-
-
-class NotFound(ConfigError):
-    """A run, step or episode the viewer was asked for is not in the store."""
 
 
 def create_app(url: str | None = None) -> FastAPI:

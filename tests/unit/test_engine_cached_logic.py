@@ -22,8 +22,8 @@ from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig, make_
 from agentrl.agent.engines.hf import HFEngine
 from agentrl.agent.engines.prefix_cache import PrefixCache, common_prefix_length, longest_common_prefix
 from agentrl.agent.engines.sampler import inverse_cdf, sample_next, top_p_filter
-from agentrl.agent.engines.scheduler import InvalidPrompt, prefill_groups
-from agentrl.errors import ModelError
+from agentrl.agent.engines.scheduler import prefill_groups
+from agentrl.errors import InvalidPrompt, ModelError
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12, stop=())
 FP32 = CachedEngineConfig(precision="float32")

@@ -12,7 +12,8 @@ from tiny_tokenizers import byte_tokenizer
 from agentrl.agent.parsing import format_tool_call
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
 from agentrl.env.core import tool_spec
-from agentrl.harness.chat import ChatError, ChatFormat, Message, continuation_text, make_reply, parse_request
+from agentrl.errors import ChatError
+from agentrl.harness.chat import ChatFormat, Message, continuation_text, make_reply, parse_request
 from agentrl.types import ToolCall
 
 TOKENIZER = byte_tokenizer(pad=False)

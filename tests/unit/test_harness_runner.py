@@ -422,6 +422,17 @@ def test_bad_requests_get_openai_errors() -> None:
     with_endpoint(test, harness=HarnessConfig(max_request_bytes=4096))
 
 
+def test_a_step_after_the_episode_closed_is_its_409_not_an_env_error() -> None:
+    async def test(endpoint: ChatEndpoint, http: httpx.AsyncClient, keys: Any, recorders: Any) -> None:
+        recorders[0].closed = True  # the harness's time is up: the recorder refuses with EpisodeClosed
+        step = {"tool_calls": [{"name": "increment", "arguments": {}}]}
+        response = await http.post("/agentrl/step", json=step, headers=auth(keys[0]))
+        assert_openai_error(response, 409, "invalid_request_error", "episode_over")
+        assert recorders[0].steps == []
+
+    with_endpoint(test)
+
+
 def test_rate_call_budget_and_context_are_bounded() -> None:
     async def test(endpoint: ChatEndpoint, http: httpx.AsyncClient, keys: Any, recorders: Any) -> None:
         first = await http.post("/v1/chat/completions", json=CHAT, headers=auth(keys[0]))

@@ -31,13 +31,9 @@ from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.configs import CachedEngineConfig, Precision
 from agentrl.agent.engines.prefix_cache import PrefixCache, longest_common_prefix
 from agentrl.agent.engines.sampler import sample_next
-from agentrl.errors import ModelError
+from agentrl.errors import InvalidPrompt
 
 _CAPACITY_STEP = 128
-
-
-class InvalidPrompt(ModelError):
-    """A prompt the model cannot read: empty, or holding ids outside the vocabulary."""
 
 
 @dataclass
