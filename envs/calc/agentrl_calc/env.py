@@ -11,10 +11,11 @@ error observation showing the exact call format, reward 0 and `info["invalid"] =
 What this is not: a task generator (`agentrl_calc.tasks`) or a sandbox (`agentrl.sandbox`). Sandbox
 failures raise `SandboxError` subclasses; they are infrastructure failures, never a reward of 0.
 
-State key: `text_state_key` of (task id, last observation). Nothing the agent does changes the task, so what
-distinguishes its states is what it has seen last: two episodes that ran code printing the same thing are
-in the same state. Files the agent writes into the sandbox's /work are not part of the key (grading never
-reads them).
+State key: `text_state_key` of (task id, last observation), and the part index when `parts > 1`. Nothing
+the agent does changes the task, so what distinguishes its states is what it has seen last: two episodes
+that ran code printing the same thing are in the same state, and the first state of part k is one state
+for every episode of a task, whatever it answered before (the key holds the part index, not the answers).
+Files the agent writes into the sandbox's /work are not part of the key (grading never reads them).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ SNIPPET_PATH = "/work/snippet.py"
 RUN_SNIPPET = ["sh", "-c", 'cat > "$1" && exec python3 "$1"', "sh", SNIPPET_PATH]
 INSTRUCTION = "Use the python tool if useful, then call submit with the number."
 NO_OUTPUT = "(no output; print() what you want to see)"
+ANSWER_RECORDED = "Answer recorded."  # the last part's submit, in a multi-part episode
 
 PYTHON_TOOL = tool_spec(
     "python",
@@ -61,6 +63,13 @@ FORMAT_HELP = (
 
 def question_observation(question: str) -> str:
     return f"{question} {INSTRUCTION}"
+
+
+def part_observation(question: str, part: int, parts: int) -> str:
+    """The observation that asks part `part` (0-based) of `parts`: the same words whatever came before."""
+    if parts == 1:
+        return question_observation(question)
+    return f"Part {part + 1} of {parts}: {question_observation(question)}"
 
 
 def python_observation(result: ExecResult) -> str:
@@ -89,8 +98,10 @@ def is_correct(answer: str, expected: str) -> bool:
     return value is not None and value == normalize_answer(expected)
 
 
-def state_key(task_id: str, observation: str) -> str:
-    return text_state_key(f"{task_id}\0{observation}")
+def state_key(task_id: str, observation: str, part: int | None = None) -> str:
+    """The key of (task, last observation), and of the part for a multi-part episode."""
+    prefix = task_id if part is None else f"{task_id}\0part {part}"
+    return text_state_key(f"{prefix}\0{observation}")
 
 
 def validate_task(task: Any) -> dict[str, Any]:
@@ -103,6 +114,30 @@ def validate_task(task: Any) -> dict[str, Any]:
     if normalize_answer(task["answer"]) is None:
         raise EnvError(f"calc task {task['id']!r} has a non-numeric answer {task['answer']!r}")
     return dict(task)
+
+
+def validate_chain(task: Any, parts: int) -> dict[str, Any]:
+    """A multi-part task record ("questions" and "answers", `parts` of each), checked."""
+    if not isinstance(task, Mapping) or not isinstance(task.get("id"), str):
+        raise EnvError(f"options['task'] must be a calc-chain record with an 'id', got {task!r:.80}")
+    for key in ("questions", "answers"):
+        values = task.get(key)
+        strings = isinstance(values, list) and all(isinstance(value, str) for value in values)
+        if not strings or len(values) != parts:
+            raise EnvError(
+                f"calc-chain task {task['id']!r} needs {key!r}: a list of {parts} strings (the env has "
+                f"parts={parts}; see tasks/calc-chain/*.jsonl, or set env.kwargs.parts to the suite's)"
+            )
+    for question, answer in zip(task["questions"], task["answers"], strict=True):
+        validate_task({"id": task["id"], "question": question, "answer": answer})
+    return dict(task)
+
+
+def chain_of(task: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(questions, answers) of a one-part or multi-part task record."""
+    if "questions" in task:
+        return list(task["questions"]), list(task["answers"])
+    return [task["question"]], [task["answer"]]
 
 
 def _example_exchange(question: str, expression: str, value: int) -> tuple[dict[str, Any], ...]:
@@ -123,16 +158,32 @@ def _example_exchange(question: str, expression: str, value: int) -> tuple[dict[
     )
 
 
-def few_shot_examples() -> tuple[dict[str, Any], ...]:
-    """Two solved episodes. Their first operands have four digits, so neither question is in any split.
+EXAMPLE_PARTS = (  # (question, the code's expression, its value)
+    ("What is 4821 * 37 + 105?", "4821 * 37 + 105", 4821 * 37 + 105),
+    ("What is 2306 * 78 - 419 * 13?", "2306 * 78 - 419 * 13", 2306 * 78 - 419 * 13),
+    ("What is 5172 times 64 minus 388 times 21?", "5172 * 64 - 388 * 21", 5172 * 64 - 388 * 21),
+    ("Subtract 617 * 45 from 3094 * 52. What is left?", "3094 * 52 - 617 * 45", 3094 * 52 - 617 * 45),
+)
 
-    Two, not one, and ending on the assistant's submit: after a single example a small model copies the
-    last assistant action it saw and submits at once.
+
+def few_shot_examples(parts: int = 1) -> tuple[dict[str, Any], ...]:
+    """Solved episodes. Their first operands have four digits, so no question is in any split.
+
+    One part: two episodes, not one, and ending on the assistant's submit: after a single example a small
+    model copies the last assistant action it saw and submits at once. K parts: one K-part episode (its
+    parts cycle through `EXAMPLE_PARTS`, the chain suite's forms among them), which repeats the python-then-
+    submit exchange K times and shows the next part's question after each submit, worded as the env words it.
     """
-    return (
-        *_example_exchange("What is 4821 * 37 + 105?", "4821 * 37 + 105", 4821 * 37 + 105),
-        *_example_exchange("What is 2306 * 78 - 419 * 13?", "2306 * 78 - 419 * 13", 2306 * 78 - 419 * 13),
-    )
+    if parts == 1:
+        return tuple(message for example in EXAMPLE_PARTS[:2] for message in _example_exchange(*example))
+    messages: list[dict[str, Any]] = []
+    for part in range(parts):
+        question, expression, value = EXAMPLE_PARTS[part % len(EXAMPLE_PARTS)]
+        exchange = list(_example_exchange(question, expression, value))
+        role = "user" if part == 0 else "tool"  # later questions answer the submit call, as the env's do
+        exchange[0] = {"role": role, "content": part_observation(question, part, parts)}
+        messages.extend(exchange)
+    return tuple(messages)
 
 
 class _Outcome(NamedTuple):
@@ -146,7 +197,7 @@ class CalcEnv(Env):
     """Arithmetic with a sandboxed python tool and a submit tool; see the module docstring."""
 
     tools = (PYTHON_TOOL, SUBMIT_TOOL)
-    examples = few_shot_examples()
+    examples = few_shot_examples()  # one part; an instance with parts=K has its own (see __init__)
     scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
 
     def __init__(
@@ -155,16 +206,26 @@ class CalcEnv(Env):
         max_steps: int = 6,
         sandbox_labels: Mapping[str, str] | None = None,
         pool_size: int = 8,
+        parts: int = 1,
     ) -> None:
-        """pool_size: warm sandboxes kept in the process-wide pool (0: a fresh container per episode)."""
+        """max_steps: the turn budget of each part. pool_size: warm sandboxes kept in the process-wide pool
+        (0: a fresh container per episode). parts: questions per episode (a calc-chain task has this many)."""
         super().__init__()
+        if parts < 1 or max_steps < 1:
+            raise EnvError(f"parts and max_steps must be >= 1, got parts={parts} max_steps={max_steps}")
         self.sandbox_config = sandbox or SandboxConfig()
         self.sandbox_labels = {"agentrl.env": ENV_ID, **(sandbox_labels or {})}
         self.max_steps = max_steps
         self.pool_size = pool_size
+        self.parts = parts
+        self.examples = few_shot_examples(parts)
         self._sandbox: DockerSandbox | None = None
         self._task: dict[str, Any] | None = None
-        self._steps = 0
+        self._questions: list[str] = []
+        self._answers: list[str] = []
+        self._part = 0
+        self._steps = 0  # turns taken in the current part
+        self._correct: list[bool] = []
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -173,33 +234,52 @@ class CalcEnv(Env):
         super().reset(seed=seed)
         self._close_sandbox()  # a fresh sandbox per episode: files from the last one must not leak
         task = (options or {}).get("task")
-        self._task = validate_task(task) if task is not None else self._draw_train_task()
-        self._steps = 0
-        observation = question_observation(self._task["question"])
-        return observation, {
-            "state_key": state_key(self._task["id"], observation),
-            "task_id": self._task["id"],
-        }
+        if task is None:
+            self._task = self._draw_train_task()
+        else:
+            self._task = validate_task(task) if self.parts == 1 else validate_chain(task, self.parts)
+        self._questions, self._answers = chain_of(self._task)
+        self._part, self._steps, self._correct = 0, 0, []
+        observation = part_observation(self._questions[0], 0, self.parts)
+        return observation, {"state_key": self._key(observation), "task_id": self._task["id"]}
 
     def step(self, action: Action) -> StepResult:
         task = self._task
         assert task is not None  # Env's guard: step() runs only after a successful reset()
         self._steps += 1
-        outcome = self._dispatch(action, task)
-        truncated = not outcome.terminated and self._steps >= self.max_steps
+        part = self._part
+        outcome = self._dispatch(action, self._answers[part])
+        part_over = outcome.terminated or self._steps >= self.max_steps
+        if part_over and "success" not in outcome.info:
+            self._correct.append(False)  # the part's budget ran out without a submit
+        episode_over = part_over and part + 1 == self.parts
+        observation, terminated = outcome.observation, outcome.terminated and episode_over
+        if part_over and not episode_over:
+            self._part, self._steps = part + 1, 0
+            observation = part_observation(self._questions[part + 1], part + 1, self.parts)
         info = {
-            "state_key": state_key(task["id"], outcome.observation),
+            "state_key": self._key(observation),
             "task_id": task["id"],
             "invalid": False,
             **outcome.info,
         }
-        return StepResult(outcome.observation, outcome.reward, outcome.terminated, truncated, info)
+        if self.parts > 1:
+            info.pop("success", None)
+            info.update(part=part, part_correct=outcome.info.get("success"))
+            if episode_over:
+                info.update(success=all(self._correct), parts_correct=sum(self._correct))
+        truncated = episode_over and not terminated
+        return StepResult(observation, outcome.reward, terminated, truncated, info)
+
+    def _key(self, observation: str) -> str:
+        assert self._task is not None
+        return state_key(self._task["id"], observation, None if self.parts == 1 else self._part)
 
     def close(self) -> None:
         self._close_sandbox()
         super().close()
 
-    def _dispatch(self, action: Action, task: Mapping[str, Any]) -> _Outcome:
+    def _dispatch(self, action: Action, expected: str) -> _Outcome:
         if not action.tool_calls:
             problem = action.parse_error or "your turn has no tool call"
             return _invalid(f"Error: {problem}. {FORMAT_HELP}")
@@ -209,7 +289,12 @@ class CalcEnv(Env):
             return _invalid_arguments(call) if code is None else self._run_python(code)
         if call.name == "submit":
             answer = _string_argument(call, "answer")
-            return _invalid_arguments(call) if answer is None else _submit(answer, task["answer"])
+            if answer is None:
+                return _invalid_arguments(call)
+            outcome = _submit(answer, expected)
+            self._correct.append(bool(outcome.info["success"]))
+            # a multi-part episode never says whether a part was right (the module docstring)
+            return outcome if self.parts == 1 else outcome._replace(observation=ANSWER_RECORDED)
         return _invalid(f"Error: unknown tool {call.name!r}; the tools are python and submit. {FORMAT_HELP}")
 
     def _run_python(self, code: str) -> _Outcome:
@@ -237,10 +322,19 @@ class CalcEnv(Env):
             discard_sandbox(sandbox, self.sandbox_config, self.sandbox_labels, self.pool_size)
 
     def _draw_train_task(self) -> dict[str, Any]:
-        while True:
+        """One train task (parts == 1), or a chain of `parts` train tasks' questions."""
+        drawn: list[dict[str, Any]] = []
+        while len(drawn) < self.parts:
             task = make_task(self.np_random)
             if task["split"] == "train":
-                return task
+                drawn.append(task)
+        if self.parts == 1:
+            return drawn[0]
+        return {
+            "id": "calc-chain-" + "-".join(task["id"].removeprefix("calc-") for task in drawn),
+            "questions": [task["question"] for task in drawn],
+            "answers": [task["answer"] for task in drawn],
+        }
 
 
 def _string_argument(call: ToolCall, key: str) -> str | None:

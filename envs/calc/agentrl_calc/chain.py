@@ -1,0 +1,144 @@
+"""Deterministic multi-part calc tasks (the `calc-chain` suite), and the script that writes them.
+
+What this is: a pure generator. A chain task asks `parts` independent arithmetic questions, one after the
+other, in one episode (`CalcEnv(parts=K)`). Each question is one calc problem (`agentrl_calc.tasks.
+make_problem`) written in one of these forms:
+    plain:    "What is 673 * 56 - 342 * 37?"                    (the calc suite's form)
+    words:    "What is 673 times 56 minus 342 times 37?"         (the operators spelled out)
+    reversed: "Subtract 342 * 37 from 673 * 56. What is left?"   (the operands in the other order; levels 2
+              and 3 only: a level-1 part drawn as reversed is written, and recorded, as words)
+The plain form is what SmolLM2-135M copies into `print()` almost always (47 of 48 held-out calc tasks at
+temperature 0.3, issue 41); the other two need the question rewritten before it runs. Chain i of a seed
+comes from `numpy.random.default_rng((seed, i))`; its split is a stable hash of its questions, so train and
+heldout are disjoint by construction.
+
+What this is not: the env (`agentrl_calc.env`, which plays a chain part by part) or a task sampler.
+
+    python -m agentrl_calc.chain --out tasks/calc-chain
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentrl_calc.tasks import HELDOUT_PERCENT, SPLITS, make_problem, write_jsonl
+
+GENERATOR_VERSION = 1
+FORMS = ("plain", "words", "reversed")
+DEFAULT_PARTS = 3
+DEFAULT_FORMS = ("words", "reversed")
+MAX_CANDIDATES_PER_TASK = 100
+_WORDS = {"*": "times", "+": "plus", "-": "minus"}
+
+
+def phrase(expression: str, form: str) -> str:
+    """The question asking for `expression` ("a * b", "a * b + c" or "a * b - c * d") in `form`."""
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    if form == "reversed" and " - " in expression:
+        left, right = expression.split(" - ")
+        return f"Subtract {right} from {left}. What is left?"
+    if form == "reversed" and " + " in expression:
+        left, right = expression.split(" + ")
+        return f"Add {left} to {right}. What is the sum?"
+    if form == "plain":
+        return f"What is {expression}?"
+    words = " ".join(_WORDS.get(token, token) for token in expression.split())
+    return f"What is {words}?"
+
+
+def make_chain(rng: np.random.Generator, parts: int, forms: Sequence[str]) -> dict[str, Any]:
+    """One chain record: {"id", "questions", "answers", "expressions", "levels", "forms", "split"}; the env
+    shows only the questions (the expressions are for the scripted policy and the analysis)."""
+    questions, answers, expressions, levels, chosen = [], [], [], [], []
+    for _ in range(parts):
+        level, expression, value = make_problem(rng)
+        form = str(forms[int(rng.integers(len(forms)))])
+        form = "words" if form == "reversed" and level == 1 else form  # "a * b" has no other order
+        questions.append(phrase(expression, form))
+        answers.append(str(value))
+        expressions.append(expression)
+        levels.append(level)
+        chosen.append(form)
+    digest = hashlib.sha256("\n".join(questions).encode("utf-8")).hexdigest()
+    return {
+        "id": f"calc-chain-{digest[:12]}",
+        "questions": questions,
+        "answers": answers,
+        "expressions": expressions,
+        "levels": levels,
+        "forms": chosen,
+        "split": "heldout" if int(digest[:8], 16) % 100 < HELDOUT_PERCENT else "train",
+    }
+
+
+def generate_chains(
+    split: str, count: int, parts: int = DEFAULT_PARTS, forms: Sequence[str] = DEFAULT_FORMS, seed: int = 0
+) -> list[dict[str, Any]]:
+    """The first `count` distinct chains of `split` among the seed's candidates; deterministic."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    chains: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    index = 0
+    while len(chains) < count:
+        if index > MAX_CANDIDATES_PER_TASK * (count + 10):
+            raise RuntimeError(f"could not find {count} distinct {split} chains")
+        chain = make_chain(np.random.default_rng((seed, index)), parts, forms)
+        index += 1
+        if chain["split"] == split and chain["id"] not in seen:
+            seen.add(chain["id"])
+            chains.append(chain)
+    return chains
+
+
+def write_chain_files(
+    out: Path, train_count: int, heldout_count: int, parts: int, forms: Sequence[str], seed: int
+) -> dict[str, Any]:
+    """Write train.jsonl, heldout.jsonl and manifest.json under `out`; returns the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {"train": train_count, "heldout": heldout_count}
+    hashes = {
+        split: write_jsonl(out / f"{split}.jsonl", generate_chains(split, n, parts, forms, seed))
+        for split, n in counts.items()
+    }
+    manifest = {
+        "suite": out.name,
+        "env_id": "agentrl/Calc-v0",
+        "env_kwargs": {"parts": parts},
+        "generator": "agentrl_calc.chain",
+        "generator_version": GENERATOR_VERSION,
+        "parts": parts,
+        "forms": list(forms),
+        "seed": seed,
+        "heldout_percent": HELDOUT_PERCENT,
+        "counts": counts,
+        "sha256": {f"{split}.jsonl": digest for split, digest in hashes.items()},
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write calc-chain task files (train, heldout, manifest)")
+    parser.add_argument("--out", type=Path, default=Path("tasks/calc-chain"), help="output directory")
+    parser.add_argument("--train-count", type=int, default=1000)
+    parser.add_argument("--heldout-count", type=int, default=100)
+    parser.add_argument("--parts", type=int, default=DEFAULT_PARTS)
+    parser.add_argument("--forms", default=",".join(DEFAULT_FORMS), help=f"comma-separated, of {FORMS}")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    forms = tuple(form.strip() for form in args.forms.split(",") if form.strip())
+    manifest = write_chain_files(args.out, args.train_count, args.heldout_count, args.parts, forms, args.seed)
+    print(f"wrote {manifest['counts']} chains of {args.parts} parts to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
