@@ -176,12 +176,17 @@ def test_a_container_that_outlives_the_check_fails(monkeypatch: pytest.MonkeyPat
     assert check.container_finding(None, set(), 0.0).status == "ok"  # no Docker: not checked
 
 
-def test_envs_check_from_the_command_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "tasks" / "guess").mkdir(parents=True)
-    (tmp_path / "tasks" / "guess" / "train.jsonl").write_text('{"id": "a", "target": 5}\n')
+@pytest.fixture
+def suites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A working directory with the task suites `guess` and `words`, one train task each."""
+    for suite, task in (("guess", '{"id": "a", "target": 5}'), ("words", '{"id": "w", "word": "yes"}')):
+        (tmp_path / "tasks" / suite).mkdir(parents=True)
+        (tmp_path / "tasks" / suite / "train.jsonl").write_text(task + "\n")
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.usefixtures("suites")
+def test_envs_check_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["envs", "check", "test/GuessNumber-v0", "--suite", "guess", "--episodes", "2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(
@@ -193,12 +198,10 @@ def test_envs_check_from_the_command_line(
     assert main(["envs", "check", "test/GuessNumber-v0", "--policy", "no_module_here:solve"]) == 2
 
 
+@pytest.mark.usefixtures("suites")
 def test_envs_check_plays_the_env_own_scripted_policy_or_one_named_by_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (tmp_path / "tasks" / "words").mkdir(parents=True)
-    (tmp_path / "tasks" / "words" / "train.jsonl").write_text('{"id": "w", "word": "yes"}\n')
-    monkeypatch.chdir(tmp_path)
     check = ["envs", "check", "test/ScriptedSay-v0", "--suite", "words", "--episodes", "2"]
     for policy in ("scripted", f"{__name__}:say_the_word", f"{__name__}:oracle"):
         assert main([*check, "--policy", policy]) == 0
