@@ -25,7 +25,7 @@ import yaml
 
 from agentrl.agent.engines.base import SamplingParams
 from agentrl.agent.engines.configs import EngineConfig
-from agentrl.agent.rollout import RolloutConfig
+from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.client import ClientConfig
 from agentrl.credit.answer import AnswerProbConfig
 from agentrl.errors import ConfigError

@@ -48,7 +48,8 @@ from transformers import PreTrainedTokenizerBase
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.prompting import end_of_turn_text, render_first_prompt
-from agentrl.agent.rollout import SessionClient, episode_seed, run_concurrently, run_episode
+from agentrl.agent.rollout import episode_seed, run_concurrently, run_episode
+from agentrl.agent.session import SessionClient
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig, to_dict
 from agentrl.env.core import StepResult, tool_spec

@@ -25,7 +25,8 @@ steps per estimator, with 95% Student-t bands over seeds) and prints the summary
         its first checkpoint on; null if that seed never reaches GRPO's final mean), and the 95% t-band over
         the seeds that reach it. summary.grpo_final_band_excludes_base: GRPO's final band is above the base.
 
-How: the loop below is `agentrl.trainer.train.sync_loop` (the same rollouts and the same shared step of
+How: the loop below is the sync seat of the training loop (`agentrl.trainer.train.SyncSeat` in
+`agentrl.trainer.loop.run_loop`: the same rollouts and the same shared step of
 `agentrl/trainer/step.py`: credit, update, weights into the engine, records) with evaluation at checkpoints
 added; one process, runs in sequence.
 
@@ -251,7 +252,7 @@ async def train_run(study: StudyConfig, estimator: str, seed: int) -> RunResult:
         while pending:
             step += 1
             step_started = time.perf_counter()
-            collected = await collect_step(ctx, sampler, step)  # as `sync_loop` draws and plays a step
+            collected = await collect_step(ctx, sampler, step)  # as `SyncSeat.collect` draws and plays a step
             tasks, episodes = collected.tasks, collected.episodes
             credited = await assign_credit(ctx, episodes, tasks)
             update = await update_step(learner, credited.samples, IntoEngine(ctx.engine))

@@ -43,10 +43,9 @@ from openai import OpenAI
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
-from agentrl.agent.rollout import RolloutConfig
+from agentrl.agent.rollout_config import HarnessConfig, RolloutConfig
 from agentrl.cpu import speed_flags
 from agentrl.env.core import tool_spec
-from agentrl.harness.config import HarnessConfig
 from agentrl.harness.endpoint import ChatEndpoint, chat_format
 from agentrl.harness.recorder import EpisodeRecorder
 from agentrl.model_config import ModelConfig

@@ -1,10 +1,13 @@
 """THE episode loop: one agent, one env session, turn after turn, token-in/token-out.
 
-What this is: `run_episode` (read it top to bottom; phases are numbered) and `collect_rollouts`, which runs
-G episodes per task concurrently so that the engine can batch their generations. The env is reached
-through a `SessionClient` (the HTTP client in `agentrl/client.py`, or anything with the same three
-methods). Bookkeeping follows `agentrl/types.py`: each turn records only the tokens appended since the
-previous completion, so the concatenation of an episode's turns is exactly what the engine saw and sampled.
+What this is: `run_episode` (read it top to bottom; phases are numbered), the built-in `EpisodePlayer`, and
+`collect_rollouts` / `play_member`, which run G episodes per task concurrently so that the engine can batch
+their generations, with whichever player they are given (this one, or a harness's:
+`agentrl.harness.runner.choose_player`). The session's lifecycle, the player contract and the `Episode`
+builder are shared with the harness player (`agentrl/agent/session.py`). The env is reached through a
+`SessionClient` (the HTTP client in `agentrl/client.py`, or anything with the same three methods).
+Bookkeeping follows `agentrl/types.py`: each turn records only the tokens appended since the previous
+completion, so the concatenation of an episode's turns is exactly what the engine saw and sampled.
 
 Expected failures are data: an unparseable turn is sent to the env as a text-only action and recorded as
 `invalid`; an infrastructure failure (`agentrl.errors.INFRA_ERRORS`: a sandbox or an unavailable service)
@@ -26,11 +29,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import sys
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -38,48 +40,17 @@ from agentrl.agent.engines.base import Engine, SamplingParams
 from agentrl.agent.parsing import parse_turn
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
 from agentrl.agent.retry import RetryConfig, play_with_retries
-from agentrl.env.core import StepResult
-from agentrl.errors import INFRA_ERRORS
-from agentrl.harness.config import HarnessConfig
-from agentrl.types import Action, Episode, SessionStart, StopReason, Turn
+from agentrl.agent.rollout_config import RolloutConfig
+from agentrl.agent.session import (
+    EpisodePlayer,
+    EpisodeSession,
+    SessionClient,
+    build_episode,
+    refuse_harness,
+)
+from agentrl.types import Action, Episode, StopReason, Turn
 
 T = TypeVar("T")
-
-
-class SessionClient(Protocol):
-    """The env service as the runner sees it (implemented by `agentrl.client.EnvClient`)."""
-
-    async def create_session(self, env_id: str, task: Mapping[str, Any], seed: int) -> SessionStart: ...
-    async def step(self, session_id: str, action: Action) -> StepResult: ...
-    async def close_session(self, session_id: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class RolloutConfig:
-    """The runner's budgets and prompt.
-
-    max_turns:          assistant turns per episode before it stops with `max_turns`
-    max_context_tokens: an episode stops with `max_tokens` when the next turn (prompt so far plus
-                        `max_new_tokens`) could exceed this
-    instructions:       the system prompt's opening text; None uses `prompting.DEFAULT_INSTRUCTIONS`
-    infra_attempts:     plays of an episode whose earlier plays ended in an infrastructure failure
-                        (1 disables re-runs)
-    seeded_sampling:    give every turn its own sampler seed, derived from (rollout seed, task, group
-                        member, attempt, turn), so rollouts are reproducible whatever the batching (the HF
-                        engine then samples each request alone: slower; for exact resume tests and
-                        debugging)
-    harness:            an external agent harness that plays the episodes instead of `run_episode`, through
-                        an OpenAI-compatible endpoint that records every call (`agentrl/harness`,
-                        docs/harness.md); off by default. `max_turns` then bounds its model calls and
-                        `max_context_tokens` each call's prompt plus `max_tokens`
-    """
-
-    max_turns: int = 4
-    max_context_tokens: int = 2048
-    instructions: str | None = None
-    infra_attempts: int = 3
-    seeded_sampling: bool = False
-    harness: HarnessConfig = field(default_factory=HarnessConfig)
 
 
 async def run_episode(
@@ -93,22 +64,16 @@ async def run_episode(
     config: RolloutConfig,
     sampler_seed: int | None = None,
 ) -> Episode:
-    """Play one episode of `task` and return it, whatever happened to the infrastructure.
-
-    With `sampler_seed`, turn t is sampled with seed `derive_seed(sampler_seed, t)`."""
+    """Play one episode of `task` and return it, whatever happened to the infrastructure (the built-in
+    `EpisodePlayer`). With `sampler_seed`, turn t is sampled with seed `derive_seed(sampler_seed, t)`."""
+    refuse_harness(config)
     turns: list[Turn] = []
     context: list[int] = []  # every token the engine has been fed or has sampled so far
     stop_reason: StopReason = "max_turns"
-    session_id: str | None = None
-    initial_state_key: str | None = None
-    first_observation: str | None = None
-    error: str | None = None
-    try:
-        # 1. open a session: the env resets and tells us its tools and few-shot examples
-        start = await client.create_session(env_id, task, seed)
-        session_id = start.session_id
-        initial_state_key = start.info.get("state_key")
-        first_observation = start.observation
+    # 1. open a session: the env resets and tells us its tools and few-shot examples; leaving the block
+    # always releases the session (and its sandbox) and keeps an infrastructure failure as data
+    async with EpisodeSession(client) as session:
+        start = await session.open(env_id, task, seed)
 
         # 2. render the first prompt; later turns only append to it
         pending = render_first_prompt(
@@ -130,7 +95,7 @@ async def run_episode(
 
             # 5. parse it and let the env answer
             action = parse_turn(completion.text)
-            result = await client.step(session_id, action)
+            result = await client.step(session.session_id, action)
             info = dict(result.info)
             turns.append(
                 Turn(
@@ -155,39 +120,11 @@ async def run_episode(
                 stop_reason = "terminated" if result.terminated else "truncated"
                 break
             pending = render_observation_delta(engine.tokenizer, result.observation, completion.ended_turn)
-    except INFRA_ERRORS as exc:
-        stop_reason, error = "infra_error", str(exc)
-    finally:
-        # 7. always release the session (and its sandbox), even on failure or cancellation
-        if session_id is not None:
-            await close_quietly(client, session_id, failing=sys.exc_info()[1] is not None)
 
-    return Episode(
-        episode_id=uuid.uuid4().hex,
-        env_id=env_id,
-        task_id=str(task.get("id", "")),
-        group_id=group_id,
-        seed=seed,
-        turns=tuple(turns),
-        stop_reason=stop_reason,
-        initial_state_key=initial_state_key,
-        success=bool(turns and turns[-1].info.get("success", False)),
-        error=error,
-        first_observation=first_observation,
-    )
-
-
-async def close_quietly(client: SessionClient, session_id: str, failing: bool) -> None:
-    """Close a session. An infrastructure failure while closing is ignored (the service's reaper closes the
-    session); while another error is propagating (`failing`), every error is, so that the error reported is
-    the one that ended the episode."""
-    try:
-        await client.close_session(session_id)
-    except INFRA_ERRORS:
-        pass
-    except Exception:
-        if not failing:
-            raise
+    # 7. the record: an infrastructure failure keeps the turns so far
+    error = None if session.infra_error is None else str(session.infra_error)
+    success = bool(turns and turns[-1].info.get("success", False))
+    return build_episode(env_id, task, seed, group_id, turns, stop_reason, session.start, success, error)
 
 
 def is_invalid(action: Action, info: Mapping[str, Any]) -> bool:
@@ -211,6 +148,7 @@ async def collect_rollouts(
     seed: int,
     progress: bool = True,
     first_task_index: int = 0,
+    player: EpisodePlayer = run_episode,
 ) -> list[Episode]:
     """`group_size` concurrent episodes per task, returned in task order, then member order.
 
@@ -218,6 +156,7 @@ async def collect_rollouts(
     policy samples (what group-relative advantages compare). The nonce keeps group ids unique across calls.
     `first_task_index` is the index of `tasks[0]` in a longer list that this call plays one block of (a
     rank's share of a step, `agentrl/trainer/dp_rollouts.py`): the seeds are those the whole list gets.
+    `player` plays each episode: the built-in `run_episode`, or a harness (`harness.runner.choose_player`).
     """
     nonce = uuid.uuid4().hex[:8]
     with _progress_bar(progress, total=len(tasks) * group_size) as advance:
@@ -226,7 +165,7 @@ async def collect_rollouts(
             group_id = f"{task.get('id', task_index)}-{nonce}"
             episode = await play_member(
                 client, lambda: engine, env_id, task, episode_seed(seed, task_index), group_id, sampling,
-                config, seed_parts=(seed, task_index, member),
+                config, seed_parts=(seed, task_index, member), player=player,
             )  # fmt: skip
             advance()
             return episode
@@ -273,19 +212,18 @@ async def play_member(
     sampling: SamplingParams,
     config: RolloutConfig,
     seed_parts: tuple[int, ...],
+    player: EpisodePlayer = run_episode,
 ) -> Episode:
-    """One member's episode of a group, re-run on a new session after an infrastructure failure (up to
-    `config.infra_attempts`); with `config.seeded_sampling` each attempt samples with
-    `derive_seed(*seed_parts, attempt)`. `engine_for_attempt` gives the engine each attempt uses."""
+    """One member's episode of a group, played by `player` and re-run on a new session after an
+    infrastructure failure (up to `config.infra_attempts`); with `config.seeded_sampling` each attempt
+    samples with `derive_seed(*seed_parts, attempt)`. `engine_for_attempt` gives the engine each attempt
+    uses."""
     attempts = iter(range(config.infra_attempts))
-    play: Callable[..., Awaitable[Episode]] = run_episode
-    if config.harness.enabled:  # an external harness plays the episode (agentrl/harness, docs/harness.md)
-        from agentrl.harness.runner import run_harness_episode as play
 
     def attempt() -> Awaitable[Episode]:
         number = next(attempts)
         sampler = derive_seed(*seed_parts, number) if config.seeded_sampling else None
-        return play(
+        return player(
             client, engine_for_attempt(), env_id, task, env_seed, group_id, sampling, config,
             sampler_seed=sampler,
         )  # fmt: skip

@@ -185,7 +185,7 @@ def check_command(args: argparse.Namespace) -> int:
 def check_source(args: argparse.Namespace) -> CheckSource:
     """The check's tasks and env kwargs: --suite (tasks only), else --task, else the one run config (in
     ./configs/ or shipped by a plugin) whose env.id is the env checked."""
-    from agentrl.agent.rollout import RolloutConfig
+    from agentrl.agent.rollout_config import RolloutConfig
     from agentrl.config import TasksConfig, load_config
 
     if args.suite:

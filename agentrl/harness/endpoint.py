@@ -42,9 +42,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from agentrl.agent.rollout_config import HarnessConfig
 from agentrl.errors import INFRA_ERRORS, AgentRLError, ChatError, EpisodeOver
 from agentrl.harness.chat import ChatFormat, parse_request
-from agentrl.harness.config import HarnessConfig
 from agentrl.harness.recorder import EpisodeRecorder, RecordedCall
 from agentrl.types import Action, ToolCall
 

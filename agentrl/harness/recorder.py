@@ -34,7 +34,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agentrl.agent.engines.base import Completion, Engine, SamplingParams
-from agentrl.agent.rollout import RolloutConfig, SessionClient, derive_seed, is_invalid
+from agentrl.agent.rollout import derive_seed, is_invalid
+from agentrl.agent.rollout_config import HarnessConfig, RolloutConfig
+from agentrl.agent.session import SessionClient, build_episode
 from agentrl.env.core import StepResult
 from agentrl.errors import INFRA_ERRORS, ChatError, EpisodeClosed
 from agentrl.harness.chat import (
@@ -44,7 +46,6 @@ from agentrl.harness.chat import (
     continuation_text,
     make_reply,
 )
-from agentrl.harness.config import HarnessConfig
 from agentrl.types import Action, Episode, SessionStart, StopReason, Turn
 
 TOOL_STOP = "</tool_call>"
@@ -275,22 +276,11 @@ class EpisodeRecorder:
     ) -> Episode:
         """The recorded episode; `error` (the harness failed) makes it an `infra_error`, as does an
         infrastructure failure of the env."""
-        turns = tuple(self._turns())
-        failure = self.infra_error or error
         last_info = self.steps[-1].result.info if self.steps else {}
-        return Episode(
-            episode_id=uuid.uuid4().hex,
-            env_id=env_id,
-            task_id=str(task.get("id", "")),
-            group_id=group_id,
-            seed=seed,
-            turns=turns,
-            stop_reason="infra_error" if failure else self.stop_reason(),
-            initial_state_key=self.start.info.get("state_key"),
-            success=bool(last_info.get("success", False)),
-            error=failure,
-            first_observation=self.start.observation,
-        )
+        success = bool(last_info.get("success", False))
+        failure = self.infra_error or error
+        stop = self.stop_reason()
+        return build_episode(env_id, task, seed, group_id, self._turns(), stop, self.start, success, failure)
 
     def stop_reason(self) -> StopReason:
         for step in self.steps:

@@ -1,9 +1,10 @@
 """Harness episodes: an external agent plays one episode against its own endpoint and env session.
 
-What this is: `run_harness_episode`, with the signature of `agentrl.agent.rollout.run_episode`, which
-`rollout.play_member` calls instead when `rollout.harness` names a harness (so `collect_rollouts`, the
-sync and async trainers and `agentrl eval` play harness episodes with no other change, and infrastructure
-failures are re-played the same way). In order:
+What this is: `HarnessPlayer` (an `agentrl.agent.session.EpisodePlayer`, like the built-in
+`agentrl.agent.rollout.run_episode`) and `choose_player`, which the trainer and `agentrl eval` call to pick
+the player `rollout.harness` asks for and pass it down to `collect_rollouts` / `play_member` (so the sync
+and async trainers and `agentrl eval` play harness episodes with no other change, and infrastructure
+failures are re-played the same way). `run_harness_episode` plays one episode; in order:
     1. open an env session (the env resets, as for any episode);
     2. start a `ChatEndpoint` on 127.0.0.1 for this episode and register its recorder under a fresh key;
     3. run the harness with a `HarnessContext` (base URL, key, the session's task, observation and tools,
@@ -34,18 +35,17 @@ import inspect
 import logging
 import os
 import signal
-import sys
 import threading
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.agent.engines.base import Engine, SamplingParams
-from agentrl.agent.rollout import RolloutConfig, SessionClient, close_quietly
+from agentrl.agent.rollout import run_episode
+from agentrl.agent.rollout_config import HarnessConfig, RolloutConfig
+from agentrl.agent.session import EpisodePlayer, EpisodeSession, SessionClient, build_episode
 from agentrl.env.core import StepResult
-from agentrl.errors import INFRA_ERRORS, ConfigError, HarnessFailed
-from agentrl.harness.config import HarnessConfig
+from agentrl.errors import ConfigError, HarnessFailed
 from agentrl.harness.endpoint import ChatEndpoint, chat_format
 from agentrl.harness.recorder import EpisodeRecorder
 from agentrl.types import Action, Episode, ToolCall
@@ -160,6 +160,36 @@ def load_harness(config: HarnessConfig) -> Harness:
     return found  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class HarnessPlayer:
+    """The `EpisodePlayer` of an external harness: `run_harness_episode` with the harness loaded once."""
+
+    harness: Harness
+
+    async def __call__(
+        self,
+        client: SessionClient,
+        engine: Engine,
+        env_id: str,
+        task: Mapping[str, Any],
+        seed: int,
+        group_id: str,
+        sampling: SamplingParams,
+        config: RolloutConfig,
+        sampler_seed: int | None = None,
+    ) -> Episode:
+        return await run_harness_episode(
+            client, engine, env_id, task, seed, group_id, sampling, config, sampler_seed, self.harness
+        )
+
+
+def choose_player(config: RolloutConfig) -> EpisodePlayer:
+    """The player `rollout.harness` asks for: the harness's, or the built-in token runner."""
+    if config.harness.enabled:
+        return HarnessPlayer(load_harness(config.harness))
+    return run_episode
+
+
 async def run_harness_episode(
     client: SessionClient,
     engine: Engine,
@@ -176,11 +206,9 @@ async def run_harness_episode(
     settings = config.harness
     play = harness if harness is not None else load_harness(settings)
     recorder: EpisodeRecorder | None = None
-    session_id: str | None = None
     error: str | None = None
-    try:
-        start = await client.create_session(env_id, task, seed)
-        session_id = start.session_id
+    async with EpisodeSession(client) as session:
+        start = await session.open(env_id, task, seed)
         recorder = EpisodeRecorder(
             engine,
             chat_format(engine.tokenizer),
@@ -215,13 +243,10 @@ async def run_harness_episode(
                 endpoint.unregister(key)
         if settings.finish_tool and error is None and not recorder.env_done and recorder.infra_error is None:
             await recorder.record_step(Action("", (ToolCall(settings.finish_tool, {}),)))
-    except INFRA_ERRORS as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    finally:
-        if session_id is not None:
-            await close_quietly(client, session_id, failing=sys.exc_info()[1] is not None)
+    if session.infra_error is not None:
+        error = f"{type(session.infra_error).__name__}: {session.infra_error}"
     if recorder is None:
-        return _failed_episode(env_id, task, seed, group_id, error or "no env session")
+        return build_episode(env_id, task, seed, group_id, (), "infra_error", None, False, error)
     return recorder.episode(env_id, task, seed, group_id, error)
 
 
@@ -264,16 +289,3 @@ def _in_thread(function: Harness, context: HarnessContext) -> Awaitable[Any]:
 
     threading.Thread(target=body, name="agentrl-harness", daemon=True).start()
     return future
-
-
-def _failed_episode(env_id: str, task: Mapping[str, Any], seed: int, group_id: str, error: str) -> Episode:
-    return Episode(
-        episode_id=uuid.uuid4().hex,
-        env_id=env_id,
-        task_id=str(task.get("id", "")),
-        group_id=group_id,
-        seed=seed,
-        turns=(),
-        stop_reason="infra_error",
-        error=error,
-    )

@@ -1,15 +1,17 @@
 """The async training loop (`trainer.async_mode=true`): rollouts of step n+1 overlap the update of step n.
 
-What this is: `async_loop`, one readable loop like `train.sync_loop`, plus the few parts it needs; the step
-body (credit, update, records) is the one every loop shares (`agentrl/trainer/step.py`). Each step:
+What this is: `AsyncSeat`, rank 0's seat in the one training loop (`agentrl/trainer/loop.py`), which every
+run shares with the sync seats, plus the few parts it needs; the step body (credit, update, records) is
+the one every seat shares (`agentrl/trainer/step.py`). Each step:
     1. APRIL partial rollouts: keep ceil(tasks_per_step x overprovision) groups (G episodes of one task) in
        flight as asyncio tasks; train on the first `tasks_per_step` groups that finish; the others carry
        over, still running, and compete for the next step (`carried_over_groups`).
     2. Staleness bound: a group whose oldest turn was sampled more than `trainer.max_staleness` updates
        before the weights it would train is dropped, never trained on (`dropped_stale_groups`; running
        groups that can no longer be fresh are cancelled early and counted there too).
-    3. The update runs in a worker thread while the next step's rollouts keep generating; when it ends,
-       the new weights are loaded into the engine, and only then does the next update start.
+    3. The update runs in a worker thread while the groups launched for the next step keep generating (they
+       are asyncio tasks, topped up before the update starts); when it ends, the new weights are loaded
+       into the engine, and only then does the next step take its groups.
 
 Weights: the update trains its own copy of the policy (`Learner.policy`, a deep copy of the engine's
 module: one more copy of the weights in memory, `policy_copy_mb`, logged at step 0) so
@@ -58,6 +60,8 @@ from agentrl.agent.engines.base import Completion, PolicyEngine, SamplingParams
 from agentrl.agent.rollout import episode_seed, play_member, run_concurrently
 from agentrl.config import RunConfig
 from agentrl.tasks import Task, load_tasks, sample_tasks
+from agentrl.trainer.loop import Collected, LoopResult, Plan, run_loop
+from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import (
     EvalResult,
     RunContext,
@@ -70,88 +74,122 @@ from agentrl.trainer.run import (
     save_final_weights,
 )
 from agentrl.trainer.step import (
+    Credited,
     Learner,
+    WeightsOut,
     assign_credit,
     make_learner,
     publish_weights,
     record_step,
-    update_step,
 )
-from agentrl.trainer.update import DataParallel
 from agentrl.types import Episode
 
 
-async def async_loop(
-    config: RunConfig, parallel: DataParallel
-) -> tuple[EvalResult | None, EvalResult | None, str]:
-    """The only process: overlapped rollouts and updates under a staleness bound (module docstring)."""
-    trainer_cfg, per_step = config.trainer, config.train.tasks_per_step
+async def async_rank_zero(config: RunConfig, parallel: DataParallel) -> LoopResult:
+    """The only process: open the run and take the async producer's seat in the one loop."""
     async with open_run(config, kind="train") as ctx:
-        before = await evaluate(ctx, step=0) if config.eval.before else None
-        learner = make_learner(
-            config, parallel, copy.deepcopy(ctx.engine.module), pad_id(ctx.engine.tokenizer)
-        )
-        log_metrics(ctx, 0, {"policy_copy_mb": parameter_bytes(learner.policy) / 2**20})
-        gate = WeightsGate(ctx.engine)
-        train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
-        pool = GroupPool(capacity=math.ceil(per_step * trainer_cfg.overprovision))
-        launches = itertools.count()
-
-        def start_group(versions: list[list[int]]) -> Awaitable[FinishedGroup]:
-            index = next(launches)
-            task = sample_tasks(train_tasks, 1, config.train.seed, index)[0]
-            return play_group(ctx, gate, task, index, versions)
-
-        torch.manual_seed(config.train.seed)
-        policy_version = 0  # updates launched so far: the version the next update trains from
-        pending: asyncio.Task[dict[str, float]] | None = None
-        logged: dict[str, float] = {}
-        loop_started, loop_cpu = time.perf_counter(), time.process_time()
+        seat = AsyncSeat(ctx, parallel)
         try:
-            for step in range(1, config.train.steps + 1):
-                # 1. APRIL: top the pool up, train on the first fresh groups that finish, carry the rest over
-                started = time.perf_counter()
-                doomed = pool.cancel_doomed(oldest_allowed=policy_version - trainer_cfg.max_staleness)
-                groups, stale = await pool.take(
-                    per_step, policy_version, trainer_cfg.max_staleness, start_group
-                )
-                rollout_s = time.perf_counter() - started
-                carried = pool.size
-                pool.top_up(start_group)  # the next step's groups start now, while this step's update runs
-                episodes = [episode for group in groups for episode in group.episodes]
-                require_some_usable(episodes, f"step {step}", config.rollout.infra_attempts)
-                # 2. the previous update has to land before this one starts; its step is logged now
-                if pending is not None:
-                    landed = await pending
-                    log_metrics(ctx, step - 1, {**logged, **landed, **_loop_times(loop_started, loop_cpu)})
-                # 3. the shared step: credit now, the update in the background, the records now
-                credited = await assign_credit(ctx, episodes, [group.task for group in groups])
-                staleness = [policy_version - v for group in groups for v in group.usable_versions()]
-                pending = asyncio.create_task(update_step(learner, credited.samples, ThroughGate(gate)))
-                policy_version += 1 if credited.samples else 0
-                record_step(ctx, step, episodes, credited)
-                logged = {
-                    **rollout_metrics(episodes),
-                    **credited.metrics,
-                    "rollout_s": rollout_s,
-                    "staleness_mean": sum(staleness) / len(staleness) if staleness else 0.0,
-                    "staleness_max": float(max(staleness, default=0)),
-                    "dropped_stale_groups": float(doomed + len(stale)),
-                    "carried_over_groups": float(carried),
-                    "weights_version": float(gate.version),
-                }
-            if pending is not None:
-                landed = await pending
-                log_metrics(
-                    ctx, config.train.steps, {**logged, **landed, **_loop_times(loop_started, loop_cpu)}
-                )
+            return await run_loop(config, seat, None)
         finally:
-            await pool.aclose()
-            if pending is not None and not pending.done():
-                await asyncio.wait([pending])  # a worker thread cannot be cancelled; let it finish
-        after = await evaluate(ctx, step=config.train.steps) if config.eval.after else None
-        save_final_weights(ctx)
-        return before, after, str(ctx.run_dir)
+            await seat.pool.aclose()
+
+
+@dataclass
+class AsyncSeat:
+    """The async producer's seat in `loop.run_loop` (module docstring): groups play in the background;
+    `collect` takes the first fresh ones, and the update of a step overlaps the next step's rollouts."""
+
+    ctx: RunContext
+    parallel: DataParallel
+    gate: WeightsGate = field(init=False)
+    pool: GroupPool = field(init=False)
+    weights_out: WeightsOut = field(init=False)
+    policy_version: int = 0  # updates landed so far: the version the next update trains from
+    logged: dict[str, float] = field(default_factory=dict)
+    clocks: tuple[float, float] = (0.0, 0.0)  # wall and process CPU seconds when the loop started
+
+    def __post_init__(self) -> None:
+        config = self.ctx.config
+        self.gate = WeightsGate(self.ctx.engine)
+        self.pool = GroupPool(capacity=math.ceil(config.train.tasks_per_step * config.trainer.overprovision))
+        self.weights_out = ThroughGate(self.gate)
+        self.train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
+        self.launches = itertools.count()
+
+    @property
+    def run_id(self) -> str:
+        return self.ctx.run_id
+
+    async def evaluate(self, step: int) -> EvalResult | None:
+        return await evaluate(self.ctx, step)
+
+    def make_learner(self) -> Learner:
+        engine = self.ctx.engine
+        learner = make_learner(
+            self.ctx.config, self.parallel, copy.deepcopy(engine.module), pad_id(engine.tokenizer)
+        )
+        log_metrics(self.ctx, 0, {"policy_copy_mb": parameter_bytes(learner.policy) / 2**20})
+        torch.manual_seed(self.ctx.config.train.seed)
+        return learner
+
+    def restored(self, learner: Learner) -> None:
+        raise AssertionError("async runs are not resumable (TrainerConfig refuses trainer.resume)")
+
+    def plan(self, first_step: int) -> Plan:
+        self.clocks = (time.perf_counter(), time.process_time())
+        return Plan(str(self.ctx.run_dir), first_step, self.ctx.config.train.steps)
+
+    def start_group(self, versions: list[list[int]]) -> Awaitable[FinishedGroup]:
+        config = self.ctx.config
+        index = next(self.launches)
+        task = sample_tasks(self.train_tasks, 1, config.train.seed, index)[0]
+        return play_group(self.ctx, self.gate, task, index, versions)
+
+    async def collect(self, step: int) -> Collected:
+        # 1. APRIL: top the pool up, train on the first fresh groups that finish, carry the rest over
+        config = self.ctx.config
+        per_step, max_staleness = config.train.tasks_per_step, config.trainer.max_staleness
+        started = time.perf_counter()
+        doomed = self.pool.cancel_doomed(oldest_allowed=self.policy_version - max_staleness)
+        groups, stale = await self.pool.take(per_step, self.policy_version, max_staleness, self.start_group)
+        rollout_s = time.perf_counter() - started
+        carried = self.pool.size
+        self.pool.top_up(self.start_group)  # the next step's groups start now and play during the update
+        episodes = [episode for group in groups for episode in group.episodes]
+        require_some_usable(episodes, f"step {step}", config.rollout.infra_attempts)
+        # 2. credit now; the loop runs the update, during which the pool's groups keep generating
+        credited = await assign_credit(self.ctx, episodes, [group.task for group in groups])
+        staleness = [self.policy_version - v for group in groups for v in group.usable_versions()]
+        self.policy_version += 1 if credited.samples else 0
+        self.logged = {
+            **rollout_metrics(episodes),
+            **credited.metrics,
+            "rollout_s": rollout_s,
+            "staleness_mean": sum(staleness) / len(staleness) if staleness else 0.0,
+            "staleness_max": float(max(staleness, default=0)),
+            "dropped_stale_groups": float(doomed + len(stale)),
+            "carried_over_groups": float(carried),
+            "weights_version": float(self.gate.version),
+        }
+        return Collected(credited.samples, (episodes, credited))
+
+    def record(self, step: int, collected: Collected | None, update: dict[str, float]) -> None:
+        assert collected is not None
+        episodes: list[Episode] = collected.payload[0]
+        credited: Credited = collected.payload[1]
+        record_step(self.ctx, step, episodes, credited)
+        log_metrics(self.ctx, step, {**self.logged, **update, **_loop_times(*self.clocks)})
+
+    def flush(self) -> None:
+        self.ctx.writer.flush()
+
+    async def finish_training(self, learner: Learner, last_step: int) -> None:
+        await self.pool.aclose()  # groups still playing would compete with the evaluation
+
+    def close(self) -> str:
+        save_final_weights(self.ctx)
+        return str(self.ctx.run_dir)
 
 
 @dataclass(frozen=True)
@@ -353,7 +391,7 @@ async def play_group(
     async def play(member: int) -> Episode:
         return await play_member(
             ctx.client, lambda: recording_engine(member), config.env.id, task, env_seed, group_id,
-            config.sampling, config.rollout, seed_parts=(config.train.seed, index, member),
+            config.sampling, config.rollout, seed_parts=(config.train.seed, index, member), player=ctx.player,
         )  # fmt: skip
 
     episodes = await run_concurrently([play(member) for member in range(config.train.group_size)])

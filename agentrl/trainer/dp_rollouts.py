@@ -37,9 +37,10 @@ from agentrl.agent.rollout import collect_rollouts, derive_seed
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig
 from agentrl.errors import ConfigError
+from agentrl.harness.runner import choose_player
 from agentrl.tasks import Task
 from agentrl.trainer import distributed
-from agentrl.trainer.update import DataParallel
+from agentrl.trainer.parallel import DataParallel
 from agentrl.types import Episode
 
 STOP = None
@@ -109,6 +110,7 @@ async def play_share(
         seed=order.seed,
         progress=progress,
         first_task_index=block.start,
+        player=choose_player(config.rollout),
     )
 
 

@@ -6,8 +6,8 @@ episodes per task through the engine, or through every rank's: `dp_rollouts.py`)
 (held-out success), `log_metrics`, `save_final_weights`, and the small pure summaries of a step's
 episodes.
 
-What this is not: a training loop. The loops are `agentrl/trainer/train.py` (sync, and the ranks that only
-update) and `agentrl/trainer/async_loop.py`; the step they share is `agentrl/trainer/step.py`.
+What this is not: the training loop (`agentrl/trainer/loop.py`, with the seats of `trainer/train.py`,
+`trainer/async_loop.py` and `trainer/sft.py`) or the step they share (`agentrl/trainer/step.py`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ from rich.console import Console
 
 from agentrl.agent.engines.base import PolicyEngine, SamplingParams
 from agentrl.agent.engines.factory import build_engine
-from agentrl.agent.rollout import collect_rollouts
+from agentrl.agent.rollout import collect_rollouts, run_episode
+from agentrl.agent.session import EpisodePlayer
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig, to_dict
 from agentrl.errors import ConfigError, RolloutError
+from agentrl.harness.runner import choose_player
 from agentrl.service.embedded import EmbeddedService
 from agentrl.store.repository import create_run, finish_run, open_store, resume_run
 from agentrl.store.tensorboard import export_run_events
@@ -58,6 +60,7 @@ class RunContext:
     store: Any  # a SQLAlchemy engine (agentrl.store.repository.open_store)
     sink: WandbSink | None = None  # the W&B mirror, when `metrics.wandb_project` is set
     ranks: RolloutRanks | None = None  # every rank plays a share (`trainer.dp_rollouts`), or rank 0 alone
+    player: EpisodePlayer = run_episode  # who plays an episode: the token runner or a harness
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,8 @@ async def open_run(config: RunConfig, kind: str, resume: Resume | None = None) -
         stack.push_async_callback(engine.aclose)
         sink = WandbSink.open(config.metrics, run_id, run_dir.name, run_dir, to_dict(config))
         try:
-            yield RunContext(config, run_id, run_dir, engine, client, writer, store, sink)
+            player = choose_player(config.rollout)
+            yield RunContext(config, run_id, run_dir, engine, client, writer, store, sink, player=player)
             status = "finished"
         finally:
             if sink is not None:
@@ -145,6 +149,7 @@ async def play_tasks(
         config.rollout,
         seed=seed,
         progress=console.is_terminal,
+        player=ctx.player,
     )
 
 

@@ -1,13 +1,15 @@
 """`sft(config)`: supervised fine-tuning on demonstrations (`agentrl sft`), the cold start before RL.
 
-What this is: the SFT run, built from the trainer's own parts: `open_run` (store row, run folder, env
-service, engine, W&B), `evaluate` on the held-out split before and after, `make_learner` (model loading, LoRA,
-FSDP2-sharded copies with `trainer.nproc` > 1), `update_step` (rank 0's samples broadcast, the update in a
-worker thread), `save_checkpoint_if_due`, `log_metrics`. What differs from RL is only the data and the loss:
-the demonstrations `agentrl demos` wrote (`sft.demos`), checked against this run (`demos.check_demos`: same
-env and tokenizer, no held-out task), laid out by `sft_update.sft_sample` (the `concat` sample RL trains on,
-loss on the assistant tokens only), `sft.epochs` seeded passes of `sft.batch_size` demonstrations per
-optimiser step, and the NLL loss (`sft_update.sft_update`, through `update.loss_step`). The learning rate is
+What this is: the SFT run, built from the trainer's own parts: the one training loop
+(`agentrl/trainer/loop.py`) with SFT's seats (`SFTSeat` on rank 0, `loop.FollowerSeat` on the others),
+`open_run` (store row, run folder, env service, engine, W&B), `evaluate` on the held-out split before and
+after, `make_learner` (model loading, LoRA, FSDP2-sharded copies with `trainer.nproc` > 1), `update_step`
+(rank 0's samples broadcast, the update in a worker thread), `save_checkpoint_if_due`, `log_metrics`. What
+differs from RL is only the data and the loss: the demonstrations `agentrl demos` wrote (`sft.demos`),
+checked against this run (`demos.check_demos`: same env and tokenizer, no held-out task), laid out by
+`sft_update.sft_sample` (the `concat` sample RL trains on, loss on the assistant tokens only), `sft.epochs`
+seeded passes of `sft.batch_size` demonstrations per optimiser step, and the NLL loss
+(`sft_update.sft_update`, through `update.loss_step`). The learning rate is
 `sft.lr`; KL, entropy and importance terms are off.
 
 The engine samples only in the two evaluations, so the trained weights go into it once, after the last step
@@ -20,15 +22,17 @@ What this is not: resumable (`trainer.resume` is refused; SFT runs are minutes l
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentrl.config import RunConfig
-from agentrl.demos import check_demos, load_demos
+from agentrl.demos import Demos, check_demos, load_demos
 from agentrl.errors import ConfigError
 from agentrl.models import has_adapters, load_tokenizer
 from agentrl.trainer import distributed
+from agentrl.trainer.loop import Collected, FollowerSeat, LoopResult, Plan, run_loop
+from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import (
     EvalResult,
     RunContext,
@@ -39,20 +43,10 @@ from agentrl.trainer.run import (
     pad_id,
     save_final_weights,
 )
-from agentrl.trainer.samples import TrainSample
 from agentrl.trainer.sft_update import sft_sample, sft_schedule, sft_update
-from agentrl.trainer.step import (
-    Learner,
-    make_learner,
-    nothing_to_flush,
-    publish_weights,
-    save_checkpoint_if_due,
-    update_step,
-)
-from agentrl.trainer.update import DataParallel
+from agentrl.trainer.step import Learner, WeightsOut, make_learner, publish_weights
 
-SFTResult = tuple[EvalResult | None, EvalResult | None, str]
-"""(held-out before, held-out after, run directory) on rank 0; (None, None, "") on the other ranks."""
+SFTResult = LoopResult
 
 
 @dataclass
@@ -114,58 +108,87 @@ def make_sft_learner(config: RunConfig, parallel: DataParallel, trained: Any, pa
 
 
 async def sft(config: RunConfig) -> SFTResult:
-    """Run SFT as this process's rank asks: rank 0 (or the only process) evaluates and trains, the other
-    ranks train their share of rank 0's samples."""
+    """Run SFT as this process's rank asks, in the one training loop (`agentrl/trainer/loop.py`): rank 0
+    (or the only process) evaluates and trains, the other ranks train their share of rank 0's samples."""
     config = sft_run_config(config)
     parallel = distributed.init_from_env()
     try:
         if parallel.rank != 0:
-            await sft_other_rank(config, parallel)
-            return None, None, ""
-        return await sft_rank_zero(config, parallel)
+            learner = lambda: make_sft_learner(config, parallel, None, pad_id(load_tokenizer(config.model)))  # noqa: E731
+            seat = FollowerSeat(config, parallel, learner, AfterTheLastStep(), gather_at_end=True)
+            return await run_loop(config, seat, None)
+        assert config.sft.demos is not None
+        demos = load_demos(config.sft.demos)
+        check_demos(demos, config, load_tokenizer(config.model))  # before anything is opened or recorded
+        async with open_run(config, kind="sft") as ctx:
+            return await run_loop(config, SFTSeat(ctx, parallel, demos), None)
     finally:
         distributed.close(parallel)
 
 
-async def sft_rank_zero(config: RunConfig, parallel: DataParallel) -> SFTResult:
-    """Held-out evaluation, the SFT steps, the weights into the engine, evaluation again, the final model."""
-    assert config.sft.demos is not None
-    demos = load_demos(config.sft.demos)
-    check_demos(demos, config, load_tokenizer(config.model))  # before anything is opened or recorded
-    async with open_run(config, kind="sft") as ctx:
-        samples = [sft_sample(episode, config.rollout.max_context_tokens) for episode in demos.episodes]
-        samples = [sample for sample in samples if sample.num_sampled_tokens]
-        schedule = sft_schedule(len(samples), config.sft.epochs, config.sft.batch_size, config.train.seed)
-        tokens = sum(sample.num_sampled_tokens for sample in samples)
-        console.print(
-            f"SFT on {len(samples)} demonstrations from {demos.path} ({tokens} demonstrated tokens): "
-            f"{len(schedule)} steps"
+@dataclass
+class SFTSeat:
+    """Rank 0 of an SFT run in `loop.run_loop`: evaluation, `sft.epochs` seeded passes over the
+    demonstrations in batches of `sft.batch_size`, the weights into the engine once, evaluation again."""
+
+    ctx: RunContext
+    parallel: DataParallel
+    demos: Demos
+    weights_out: WeightsOut = field(default_factory=AfterTheLastStep)
+
+    def __post_init__(self) -> None:
+        config = self.ctx.config
+        laid_out = [sft_sample(e, config.rollout.max_context_tokens) for e in self.demos.episodes]
+        self.samples = [sample for sample in laid_out if sample.num_sampled_tokens]
+        self.schedule = sft_schedule(
+            len(self.samples), config.sft.epochs, config.sft.batch_size, config.train.seed
         )
-        before = await evaluate(ctx, step=0) if config.eval.before else None
-        learner = make_sft_learner(config, parallel, ctx.engine.module, pad_id(ctx.engine.tokenizer))
-        distributed.broadcast((str(ctx.run_dir), len(schedule)), parallel)
-        ctx.engine.release_memory()
-        per_epoch = -(-len(samples) // config.sft.batch_size)
-        for step, indices in enumerate(schedule, 1):
-            batch: list[TrainSample] = [samples[index] for index in indices]
-            update = await update_step(learner, batch, AfterTheLastStep())
-            extra = {"epoch": float((step - 1) // per_epoch + 1), "episodes": float(len(batch))}
-            log_metrics(ctx, step, {**update, **extra, "lr": learner.scheduler.get_last_lr()[0]})
-            save_checkpoint_if_due(config, step, learner, ctx.run_dir, ctx.run_id, ctx.writer.flush)
-        log_metrics(ctx, len(schedule), {"sync_s": publish_weights(ctx.engine, learner)})
-        after = await evaluate(ctx, step=len(schedule)) if config.eval.after else None
-        save_sft_weights(ctx)
-        return before, after, str(ctx.run_dir)
+        self.per_epoch = -(-len(self.samples) // config.sft.batch_size)
+        tokens = sum(sample.num_sampled_tokens for sample in self.samples)
+        console.print(
+            f"SFT on {len(self.samples)} demonstrations from {self.demos.path} "
+            f"({tokens} demonstrated tokens): {len(self.schedule)} steps"
+        )
+        self.learner: Learner | None = None
 
+    @property
+    def run_id(self) -> str:
+        return self.ctx.run_id
 
-async def sft_other_rank(config: RunConfig, parallel: DataParallel) -> None:
-    """Ranks > 0: the same steps on their share of rank 0's samples, then the collective gather."""
-    learner = make_sft_learner(config, parallel, None, pad_id(load_tokenizer(config.model)))
-    run_dir, steps = distributed.broadcast(None, parallel)
-    for step in range(1, steps + 1):
-        await update_step(learner, None, AfterTheLastStep())
-        save_checkpoint_if_due(config, step, learner, Path(run_dir), "", nothing_to_flush)
-    distributed.full_state_dict(learner.policy)  # collective: rank 0 loads the result into its engine
+    async def evaluate(self, step: int) -> EvalResult | None:
+        return await evaluate(self.ctx, step)
+
+    def make_learner(self) -> Learner:
+        engine = self.ctx.engine
+        self.learner = make_sft_learner(
+            self.ctx.config, self.parallel, engine.module, pad_id(engine.tokenizer)
+        )
+        return self.learner
+
+    def restored(self, learner: Learner) -> None:
+        raise AssertionError("SFT runs are not resumable (sft_run_config refuses trainer.resume)")
+
+    def plan(self, first_step: int) -> Plan:
+        self.ctx.engine.release_memory()  # the engine samples again only after the last step
+        return Plan(str(self.ctx.run_dir), first_step, len(self.schedule))
+
+    async def collect(self, step: int) -> Collected:
+        return Collected([self.samples[index] for index in self.schedule[step - 1]])
+
+    def record(self, step: int, collected: Collected | None, update: dict[str, float]) -> None:
+        assert collected is not None and self.learner is not None
+        extra = {"epoch": float((step - 1) // self.per_epoch + 1), "episodes": float(len(collected.samples))}
+        log_metrics(self.ctx, step, {**update, **extra, "lr": self.learner.scheduler.get_last_lr()[0]})
+
+    def flush(self) -> None:
+        self.ctx.writer.flush()
+
+    async def finish_training(self, learner: Learner, last_step: int) -> None:
+        log_metrics(self.ctx, last_step, {"sync_s": publish_weights(self.ctx.engine, learner)})
+
+    def close(self) -> str:
+        save_sft_weights(self.ctx)
+        return str(self.ctx.run_dir)
 
 
 def save_sft_weights(ctx: RunContext) -> Path:

@@ -1,8 +1,8 @@
-"""One training step, the same for every loop: credit -> samples -> update -> new weights out -> records.
+"""One training step, the same for every seat: credit -> samples -> update -> new weights out -> records.
 
-What this is: the step body that the sync loop, the async loop and the ranks that only update
-(`agentrl/trainer/train.py`, `agentrl/trainer/async_loop.py`) share; they differ only in how episodes
-arrive. In order:
+What this is: the parts of the step that the one training loop (`agentrl/trainer/loop.py`) and its seats
+(`trainer/train.py`, `trainer/async_loop.py`, `trainer/sft.py`) share; the seats differ only in how
+episodes (or demonstrations) arrive. In order:
     1. `assign_credit`: the episodes that are training signal (not infrastructure failures), prepared with
        what the estimator declares it needs (`EstimatorEntry.needs`, made by `PREPARATIONS`), advantages
        per turn, and the token samples that carry a signal.
@@ -38,9 +38,11 @@ from agentrl.models import load_model
 from agentrl.tasks import Task
 from agentrl.trainer import checkpoint, distributed
 from agentrl.trainer.answer_probs import attach_answer_probs
+from agentrl.trainer.optim import make_optimizer
+from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import RunContext
 from agentrl.trainer.samples import TrainSample, episode_to_samples
-from agentrl.trainer.update import DataParallel, make_optimizer, ppo_update
+from agentrl.trainer.update import ppo_update
 from agentrl.types import Episode
 
 

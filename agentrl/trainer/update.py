@@ -41,11 +41,6 @@ from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
 from agentrl.trainer.samples import TrainSample, collate, to_sample_layout
 from agentrl.trainer.shared_prefix import collate_pack, forward_logits, local_packs, sharing_where_supported
 
-# TEMPORARY re-export for the loop rewrite (issue 38, items 1-2), which removes it: train.py, async_loop.py,
-# sft.py, step.py and dp_rollouts.py still import `make_optimizer` (now in optim.py) and `DataParallel` (now
-# in parallel.py, imported above for this module's own use) from here. Nothing else may.
-from agentrl.trainer.optim import make_optimizer  # noqa: E402, F401  isort: skip
-
 MicroBatchLoss = Callable[
     [torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, float], dict[str, float]]
 ]

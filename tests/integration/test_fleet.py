@@ -33,7 +33,8 @@ from tiny_tokenizers import byte_tokenizer
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.retry import RetriedEpisode, RetryConfig, infra_retry_counts, play_with_retries
-from agentrl.agent.rollout import RolloutConfig, run_episode
+from agentrl.agent.rollout import run_episode
+from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.client import ClientConfig, EnvClient
 from agentrl.service.embedded import free_loopback_port
 from agentrl.store.repository import close_store, create_run, load_episodes, open_store, record_episodes

@@ -33,11 +33,11 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
-from agentrl.agent.rollout import RolloutConfig, collect_rollouts
+from agentrl.agent.rollout import collect_rollouts
+from agentrl.agent.rollout_config import HarnessConfig, RolloutConfig
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig
-from agentrl.harness.config import HarnessConfig
-from agentrl.harness.runner import HarnessContext
+from agentrl.harness.runner import HarnessContext, choose_player
 from agentrl.model_config import ModelConfig
 from agentrl.models import load_model
 from agentrl.service import ServiceSettings, create_app
@@ -123,8 +123,9 @@ def play_group(engine: SpyEngine) -> list[Episode]:
     async def main() -> list[Episode]:
         async with env_service() as client:
             return await collect_rollouts(
-                client, engine, GUESS_NUMBER_ID, tasks, 2, SAMPLING, rollout, 0, False
-            )
+                client, engine, GUESS_NUMBER_ID, tasks, 2, SAMPLING, rollout, 0, False,
+                player=choose_player(rollout),
+            )  # fmt: skip
 
     return asyncio.run(main())
 

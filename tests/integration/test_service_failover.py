@@ -14,7 +14,8 @@ from fixtures_envs import GUESS_NUMBER_ID
 from service_harness import GuessingEngine
 
 from agentrl.agent.engines.base import SamplingParams
-from agentrl.agent.rollout import RolloutConfig, play_member
+from agentrl.agent.rollout import play_member
+from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.client import ClientConfig, EnvClient
 from agentrl.errors import INFRA_ERRORS, ServiceUnavailable
 from agentrl.service.embedded import EmbeddedService

@@ -17,7 +17,8 @@ from tiny_tokenizers import byte_tokenizer
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.parsing import format_tool_call
-from agentrl.agent.rollout import RolloutConfig, run_episode
+from agentrl.agent.rollout import run_episode
+from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.client import ClientConfig, EnvClient
 from agentrl.errors import INFRA_ERRORS, ServiceUnavailable
 from agentrl.service.embedded import EmbeddedService

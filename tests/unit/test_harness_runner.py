@@ -18,14 +18,14 @@ from tiny_tokenizers import byte_tokenizer
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.parsing import format_tool_call
-from agentrl.agent.rollout import RolloutConfig, collect_rollouts
+from agentrl.agent.rollout import collect_rollouts, run_episode
+from agentrl.agent.rollout_config import HarnessConfig, RolloutConfig
 from agentrl.config import RunConfig
 from agentrl.env.core import StepResult, tool_spec
-from agentrl.errors import ServiceUnavailable
-from agentrl.harness.config import HarnessConfig
+from agentrl.errors import ConfigError, ServiceUnavailable
 from agentrl.harness.endpoint import ChatEndpoint, chat_format
 from agentrl.harness.recorder import EpisodeRecorder
-from agentrl.harness.runner import HarnessContext, run_harness_episode
+from agentrl.harness.runner import HarnessContext, choose_player, run_harness_episode
 from agentrl.trainer.samples import episode_to_samples
 from agentrl.trainer.step import compute_advantages, training_samples
 from agentrl.types import Action, Episode, ToolCall
@@ -219,7 +219,7 @@ def test_the_trainer_samples_every_segment_with_the_episode_advantage() -> None:
     )
 
 
-def test_an_async_harness_and_collect_rollouts_through_the_config() -> None:
+def test_an_async_harness_and_collect_rollouts_with_the_player_the_config_names() -> None:
     episode = play(ScriptedEngine(WINNING), async_loop)
     assert episode.stop_reason == "terminated" and episode.success and len(episode.turns) == 3
 
@@ -228,8 +228,17 @@ def test_an_async_harness_and_collect_rollouts_through_the_config() -> None:
     client = CounterClient()
     played = asyncio.run(
         collect_rollouts(
-            client, engine, "test/Counter-v0", [TASK], 2, SAMPLING, config, seed=0, progress=False
-        )
+            client,
+            engine,
+            "test/Counter-v0",
+            [TASK],
+            2,
+            SAMPLING,
+            config,
+            seed=0,
+            progress=False,
+            player=choose_player(config),
+        )  # fmt: skip
     )
     # the two members share the scripted replies: four turns between them, each episode submitted
     assert sum(len(e.turns) for e in played) == 4 and {e.stop_reason for e in played} == {"terminated"}
@@ -604,3 +613,22 @@ def test_concurrent_calls_of_one_episode_are_bounded() -> None:
                 assert (await first).status_code == 200 and len(held.calls) == 1
 
     asyncio.run(main())
+
+
+def test_the_built_in_player_refuses_a_harness_config_instead_of_ignoring_it() -> None:
+    config = RolloutConfig(harness=HarnessConfig(target="test_harness_runner:openai_loop"))
+    with pytest.raises(ConfigError, match="choose_player"):
+        asyncio.run(
+            collect_rollouts(
+                CounterClient(),
+                ScriptedEngine(WINNING),
+                "test/Counter-v0",
+                [TASK],
+                1,
+                SAMPLING,
+                config,
+                seed=0,
+                progress=False,
+            )  # fmt: skip
+        )
+    assert choose_player(RolloutConfig()) is run_episode

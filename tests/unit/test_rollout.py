@@ -16,7 +16,8 @@ from tiny_tokenizers import byte_tokenizer
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.parsing import format_tool_call
-from agentrl.agent.rollout import RolloutConfig, collect_rollouts, episode_seed, run_episode
+from agentrl.agent.rollout import collect_rollouts, episode_seed, run_episode
+from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.env.core import StepResult, tool_spec
 from agentrl.errors import ModelError, ServiceUnavailable
 from agentrl.types import Action, ToolCall

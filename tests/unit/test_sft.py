@@ -18,7 +18,8 @@ from tiny_tokenizers import byte_tokenizer
 
 from agentrl.agent.engines.base import SamplingParams
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
-from agentrl.agent.rollout import RolloutConfig, run_episode
+from agentrl.agent.rollout import run_episode
+from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.config import EnvConfig, RunConfig, TasksConfig
 from agentrl.demos import (
     Demos,

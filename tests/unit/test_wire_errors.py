@@ -19,7 +19,8 @@ from fixtures_envs import GUESS_NUMBER_ID, LOST_SANDBOX_ID, GuessNumberEnv
 from service_harness import GuessingEngine, serving
 
 from agentrl.agent.engines.base import SamplingParams
-from agentrl.agent.rollout import RolloutConfig, collect_rollouts, play_member, run_concurrently
+from agentrl.agent.rollout import collect_rollouts, play_member, run_concurrently
+from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.client import ClientConfig, EnvClient
 from agentrl.env import StepResult, register
 from agentrl.errors import (

@@ -1,15 +1,18 @@
-"""`HarnessConfig`: which external agent harness plays the episodes (`rollout.harness.*`), and its bounds.
+"""`RolloutConfig` (`rollout.*`) and `HarnessConfig` (`rollout.harness.*`): the episode players' budgets,
+prompt and harness, importable without torch, FastAPI or uvicorn.
 
-What this is: a frozen config with no imports beyond the standard library, so that `RolloutConfig` (and with
-it every run config) can hold it without pulling in FastAPI or uvicorn; the endpoint and the runner import
-it, never the other way round.
+What this is: two frozen dataclasses, each default in one place, standard library only. Both players read
+them: `agentrl.agent.rollout.run_episode` and `agentrl.harness.runner.HarnessPlayer`; the harness's config
+lives here, not in `agentrl/harness/`, so that `agent/` never imports the harness package (the harness
+imports `agent/`, never the other way round).
 
-What this is not: the harness itself (`agentrl.harness.runner`) or the endpoint (`agentrl.harness.endpoint`).
+What this is not: the players, the harness (`agentrl.harness.runner`) or its endpoint
+(`agentrl.harness.endpoint`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -60,3 +63,31 @@ class HarnessConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.target or self.command)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """The players' budgets and prompt.
+
+    max_turns:          assistant turns per episode before it stops with `max_turns`
+    max_context_tokens: an episode stops with `max_tokens` when the next turn (prompt so far plus
+                        `max_new_tokens`) could exceed this
+    instructions:       the system prompt's opening text; None uses `prompting.DEFAULT_INSTRUCTIONS`
+    infra_attempts:     plays of an episode whose earlier plays ended in an infrastructure failure
+                        (1 disables re-runs)
+    seeded_sampling:    give every turn its own sampler seed, derived from (rollout seed, task, group
+                        member, attempt, turn), so rollouts are reproducible whatever the batching (the HF
+                        engine then samples each request alone: slower; for exact resume tests and
+                        debugging)
+    harness:            an external agent harness that plays the episodes instead of `run_episode`, through
+                        an OpenAI-compatible endpoint that records every call (`agentrl/harness`,
+                        docs/harness.md); off by default. `max_turns` then bounds its model calls and
+                        `max_context_tokens` each call's prompt plus `max_tokens`
+    """
+
+    max_turns: int = 4
+    max_context_tokens: int = 2048
+    instructions: str | None = None
+    infra_attempts: int = 3
+    seeded_sampling: bool = False
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
