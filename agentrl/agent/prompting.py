@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from agentrl.agent.parsing import CLOSE_TAG, OPEN_TAG, format_tool_call
 from agentrl.errors import ModelError
 from agentrl.types import ToolCall
+
+if TYPE_CHECKING:  # annotations only: rendering needs no transformers import
+    from transformers import PreTrainedTokenizerBase
 
 DEFAULT_INSTRUCTIONS = "You are an agent that solves the user's task by calling tools, one step at a time."
 

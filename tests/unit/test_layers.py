@@ -1,6 +1,7 @@
 """The layering rules of the core, checked on the source and on what an import pulls in.
 
-- Building a run config imports no engine, kernel, env service or web framework (`agentrl.config`).
+- Building a run config imports no engine, kernel, env service or web framework (`agentrl.config`), and
+  neither torch nor transformers (the failure names the modules that loaded them).
 - The trainer reaches engines only through `PolicyEngine` and estimators only through their registry entry:
   no engine classes, no `.model` reach-ins, no peft probes, no estimator names in agentrl/trainer/.
 - The sync and async loops do not import each other both ways.
@@ -14,6 +15,7 @@ import ast
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,40 @@ def test_building_a_config_imports_no_engine_kernel_service_or_web_framework() -
     loaded = imported_by("agentrl.config")
     heavy = [name for name in loaded if any(name == h or name.startswith(h + ".") for h in HEAVY)]
     assert heavy == []
+
+
+def import_chains(module: str, packages: Sequence[str]) -> dict[str, list[str]]:
+    """For each top-level package of `packages` that `import module` loads: the chain of imports that first
+    loaded it, from `module` down to the package (read from `python -X importtime`, which prints a module
+    after the modules it imported, those indented one level deeper)."""
+    command = [sys.executable, "-X", "importtime", "-c", f"import {module}"]
+    report = subprocess.run(command, capture_output=True, text=True, check=True).stderr
+    rows = [
+        (len(field) - len(field.lstrip()), field.strip())
+        for line in report.splitlines()
+        if line.startswith("import time:") and not line.endswith("imported package")
+        for field in [line.rsplit("|", 1)[1]]
+    ]
+    chains: dict[str, list[str]] = {}
+    for index, (indent, name) in enumerate(rows):
+        top = name.split(".")[0]
+        if top not in packages or top in chains:
+            continue
+        chain = [name]
+        for outer, importer in rows[index + 1 :]:
+            if outer < indent:
+                chain.insert(0, importer)
+                indent = outer
+        first = next(at for at, name in enumerate(chain) if name.split(".")[0] == top)
+        chains[top] = chain[: first + 1]
+    return chains
+
+
+def test_a_config_loads_neither_torch_nor_transformers() -> None:
+    chains = import_chains("agentrl.config", ("torch", "transformers"))
+    ours = [name for name in imported_by("agentrl.config") if name.split(".")[0] == "agentrl"]
+    how = "; ".join(" -> ".join(chain) for chain in chains.values())
+    assert chains == {}, f"`import agentrl.config` loads {sorted(chains)} ({how}); agentrl modules: {ours}"
 
 
 def trainer_sources() -> dict[str, str]:
