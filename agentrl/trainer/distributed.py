@@ -55,11 +55,16 @@ def init_from_env() -> DataParallel:
     if world_size == 1:
         return SINGLE_PROCESS
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if backend == "nccl":
+        if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group(backend)
+        dist.init_process_group(process_group_backend(torch.cuda.is_available()))
     return DataParallel(rank=dist.get_rank(), world_size=dist.get_world_size())
+
+
+def process_group_backend(cuda: bool) -> str:
+    """gloo on CPU; on GPU, NCCL for CUDA tensors and gloo for CPU ones: `DataParallel.sum`/`max` reduce
+    CPU tensors, which NCCL alone refuses, and object collectives then stay in CPU memory."""
+    return "cpu:gloo,cuda:nccl" if cuda else "gloo"
 
 
 def shard_model(model: torch.nn.Module) -> torch.nn.Module:
