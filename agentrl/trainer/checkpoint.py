@@ -102,11 +102,18 @@ def _save_shards(partial: Path, model: torch.nn.Module, optimizer: Any, parallel
 
 
 def rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """The RNG states to restore: torch's CPU generator, the current CUDA device's (GPU sampling draws from
+    it), numpy's and Python's."""
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
 
