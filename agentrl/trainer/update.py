@@ -131,16 +131,17 @@ def with_tis_weights(
     tally = _Tally()
     device = model_device(model)
     for pack in local_packs(samples, update_cfg, SINGLE_PROCESS):
-        batch = to_device(collate_pack(samples, pack, pad_id), device)
+        collated = collate_pack(samples, pack, pad_id)  # on the CPU, where `trainer` is brought
+        batch = to_device(collated, device)
         with _autocast(update_cfg.autocast_bf16):
             logits = forward_logits(model, batch)
         trainer = sampled_token_logprobs(logits, batch["input_ids"], temperature)[0].cpu()
-        mask = batch["loss_mask"]
-        log_ratio = (trainer - batch["old_logprobs"]).clamp(max=LOG_RATIO_CLAMP)
+        mask = collated["loss_mask"]
+        log_ratio = (trainer - collated["old_logprobs"]).clamp(max=LOG_RATIO_CLAMP)
         weights = torch.exp(log_ratio).clamp(max=loss_cfg.tis_cap)
         tokens = float(mask.sum().item())
         capped = float(((weights >= loss_cfg.tis_cap).float() * mask).sum().item())
-        tally.add(sampler_mismatch(trainer, batch["old_logprobs"], mask), weight=tokens)
+        tally.add(sampler_mismatch(trainer, collated["old_logprobs"], mask), weight=tokens)
         tally.add(
             {
                 "tis_weight_mean": float(((weights * mask).sum() / mask.sum().clamp(min=1.0)).item()),
