@@ -68,7 +68,10 @@ REPLICA_TOKEN = "integration-token"
 @pytest.fixture
 def token_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[object, object]]:
     """Two embedded env services (test envs preloaded) that require the bearer token `REPLICA_TOKEN`, which
-    the environment hands to both them and the client; logs in tmp_path/a.log and b.log."""
+    the environment hands to both them and the client; logs in tmp_path/a.log and b.log. Afterwards no
+    sandbox either of them started may be left."""
+    from sandbox_leaks import assert_none_left, sandboxes_of_processes
+
     from agentrl.service.embedded import EmbeddedService
     from agentrl.wire import TOKEN_ENV
 
@@ -77,4 +80,6 @@ def token_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         EmbeddedService(tmp_path / "a.log", preload=["fixtures_envs"]) as a,
         EmbeddedService(tmp_path / "b.log", preload=["fixtures_envs"]) as b,
     ):
+        pids = (a.pid, b.pid)
         yield a, b
+    assert_none_left(sandboxes_of_processes(pids), "the replicas")

@@ -4,11 +4,14 @@ loopback ports); calc episodes (python tool in a real sandbox started through th
 submit) run through the load balancer with `rollout.run_episode` and a scripted engine; one replica is
 killed while every first-wave episode is between its python call and its submit; every episode that died
 with it is re-run (`agentrl.agent.retry`) on the surviving replica; the store in the stack's Postgres holds
-every episode exactly once.
+every episode exactly once. Then the killed replica is started again (`docker start` of the same container:
+same hostname, its service PID 1 again) and must reap the sandboxes its killed life left (its warm pool and
+the sessions it held) within the bound; `docker-compose down` must leave zero sandbox containers.
 
 Needs the fleet images (the test runs scripts/build_fleet_images.sh, seconds when they are up to date) and
 docker-compose (scripts/setup_docker.sh installs it). Everything is torn down in a `finally`: the compose
-project with its volume, and the sandboxes labelled with the project's name.
+project with its volume; sandboxes labelled with the project's name still there after `down` are counted as
+leaked (the test fails) and removed.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
+from sandbox_leaks import labelled_sandboxes
 from tiny_tokenizers import byte_tokenizer
 
 from agentrl.agent.engines.base import Completion, SamplingParams
@@ -36,6 +40,7 @@ from agentrl.agent.retry import RetriedEpisode, RetryConfig, infra_retry_counts,
 from agentrl.agent.rollout import run_episode
 from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.client import ClientConfig, EnvClient
+from agentrl.sandbox.owner import OWNER_LABEL, parse_owner
 from agentrl.service.embedded import free_loopback_port
 from agentrl.store.repository import close_store, create_run, load_episodes, open_store, record_episodes
 from agentrl.types import Episode
@@ -50,6 +55,9 @@ SECOND_WAVE = 8  # started after the kill: only env-2 is left
 STARTUP_TIMEOUT_S = 90.0
 HOLD_TIMEOUT_S = 60.0
 FLEET_LABEL = "agentrl.fleet"
+POOL_SIZE = 4  # warm sandboxes per replica: the killed replica leaves its pool behind, as in issue 39
+ORPHAN_GRACE_S, ORPHAN_REAP_INTERVAL_S = 5.0, 3.0  # the default grace; a short interval for a short test
+REAP_BOUND_S = ORPHAN_GRACE_S + ORPHAN_REAP_INTERVAL_S + 10.0  # after the restarted replica is healthy
 TOKENIZER = byte_tokenizer()
 IM_END = TOKENIZER.convert_tokens_to_ids("<|im_end|>")
 SAMPLING = SamplingParams(temperature=0.0, max_new_tokens=256)
@@ -68,6 +76,7 @@ class Fleet:
     db_url: str
     token: str
     environment: dict[str, str]
+    leaked: list[str] = field(default_factory=list)  # sandboxes left after `down` (filled by running_fleet)
 
 
 def compose_command() -> list[str]:
@@ -91,13 +100,17 @@ def new_fleet() -> Fleet:
     project = f"agentrl-fleet-test-{uuid.uuid4().hex[:8]}"
     ports = {name: str(free_loopback_port()) for name in ("lb", "env_1", "env_2", "pg")}
     token, password = secrets.token_hex(16), secrets.token_hex(16)
-    # no pool: each python call starts its own sandbox, labelled so the test can remove the killed
-    # replica's leftovers (JSON without spaces: the image's shell splits AGENTRL_SERVICE_ARGS on them)
-    env_kwargs = {CALC_ID: {"pool_size": 0, "sandbox_labels": {FLEET_LABEL: project}}}
+    # sandboxes labelled with the project, so the test can count them (JSON without spaces: the image's
+    # shell splits AGENTRL_SERVICE_ARGS on them)
+    env_kwargs = {CALC_ID: {"pool_size": POOL_SIZE, "sandbox_labels": {FLEET_LABEL: project}}}
+    service_args = (
+        f"--orphan-grace {ORPHAN_GRACE_S} --orphan-reap-interval {ORPHAN_REAP_INTERVAL_S} --env-kwargs "
+        + json.dumps(env_kwargs, separators=(",", ":"))
+    )
     environment = {
         **os.environ,
         "AGENTRL_SERVICE_TOKEN": token,
-        "AGENTRL_SERVICE_ARGS": "--env-kwargs " + json.dumps(env_kwargs, separators=(",", ":")),
+        "AGENTRL_SERVICE_ARGS": service_args,
         "AGENTRL_LB_PORT": ports["lb"],
         "AGENTRL_ENV_1_PORT": ports["env_1"],
         "AGENTRL_ENV_2_PORT": ports["env_2"],
@@ -133,8 +146,9 @@ def running_fleet() -> Iterator[Fleet]:
         yield fleet
     finally:
         logs = compose(fleet, "logs", "--no-color", "--tail", "40", check=False).stdout
-        compose(fleet, "down", "-v", "--remove-orphans", "--timeout", "10", check=False)
-        remove_sandboxes(fleet.project)
+        # the replicas' stop_grace_period (30 s) is what `down` would wait without --timeout
+        compose(fleet, "down", "-v", "--remove-orphans", "--timeout", "30", check=False)
+        fleet.leaked.extend(remove_sandboxes(fleet.project))
         if os.environ.get("AGENTRL_FLEET_LOGS"):
             print(logs)
 
@@ -169,12 +183,46 @@ def container_health(project: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in inspected.splitlines() if " " in line)
 
 
-def remove_sandboxes(project: str) -> None:
-    ids = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={FLEET_LABEL}={project}"], capture_output=True, text=True
-    ).stdout.split()
+def remove_sandboxes(project: str) -> list[str]:
+    """Remove the project's sandbox containers; returns their ids (after `down` each one is a leak)."""
+    ids = [entry["Id"] for entry in labelled_sandboxes({FLEET_LABEL: project})]
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+    return ids
+
+
+def sandboxes_of_replica(fleet: Fleet, replica: str) -> set[str]:
+    """The ids of the project's sandboxes whose owner is the current life of `replica`'s container."""
+    container = compose(fleet, "ps", "-q", replica).stdout.strip()
+    started = docker_inspect(container, "{{.State.StartedAt}}")
+    found = set()
+    for entry in labelled_sandboxes({FLEET_LABEL: fleet.project}):
+        owner = parse_owner((entry.get("Labels") or {}).get(OWNER_LABEL, ""))
+        if owner is not None and owner.container_id == container and owner.container_started_at == started:
+            found.add(entry["Id"])
+    return found
+
+
+def docker_inspect(container: str, template: str) -> str:
+    return subprocess.run(
+        ["docker", "inspect", "--format", template, container], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def existing(ids: set[str]) -> set[str]:
+    return ids & {entry["Id"] for entry in labelled_sandboxes({})}
+
+
+def restart_and_reap(fleet: Fleet, killed_life: set[str]) -> tuple[int, float]:
+    """`docker start` the killed env-1 (same container), wait until the fleet is healthy again, then until
+    the killed life's sandboxes are gone; returns (how many outlived `REAP_BOUND_S`, seconds it took)."""
+    compose(fleet, "start", "env-1")
+    started = time.monotonic()
+    wait_until_healthy(fleet)
+    deadline = time.monotonic() + REAP_BOUND_S
+    while existing(killed_life) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return len(existing(killed_life)), time.monotonic() - started
 
 
 # --- the scripted policy -------------------------------------------------------------------------------
@@ -231,26 +279,41 @@ async def play(client: EnvClient, engine: ScriptedEngine, index: int) -> Retried
     return await play_with_retries(once, RETRY)
 
 
-async def kill_when_held(fleet: Fleet, engine: ScriptedEngine, held: int) -> float:
+async def kill_when_held(fleet: Fleet, engine: ScriptedEngine, held: int) -> tuple[float, set[str]]:
+    """SIGKILL env-1 once `held` episodes wait at their submit; returns when, and the ids of the
+    sandboxes env-1 owned then (its warm pool and the sessions it held)."""
     deadline = time.monotonic() + HOLD_TIMEOUT_S
     while engine.held < held:
         assert time.monotonic() < deadline, f"only {engine.held} of {held} episodes reached their submit"
         await asyncio.sleep(0.05)
+    owned = await asyncio.to_thread(sandboxes_of_replica, fleet, "env-1")
     await asyncio.to_thread(compose, fleet, "kill", "env-1")
     killed_at = time.monotonic()
     engine.gate.set()
-    return killed_at
+    return killed_at, owned
 
 
-async def run_fleet(fleet: Fleet) -> tuple[list[RetriedEpisode], float]:
+async def run_fleet(fleet: Fleet) -> tuple[list[RetriedEpisode], float, set[str]]:
     engine = ScriptedEngine(asyncio.Event())
     config = ClientConfig(retries=2, backoff_s=0.05, timeout_s=60.0)
     async with EnvClient(fleet.lb_url, token=fleet.token, config=config) as client:
         first = [asyncio.create_task(play(client, engine, i)) for i in range(FIRST_WAVE)]
-        killed_at = await kill_when_held(fleet, engine, FIRST_WAVE)
+        killed_at, killed_life = await kill_when_held(fleet, engine, FIRST_WAVE)
         second = [play(client, engine, FIRST_WAVE + i) for i in range(SECOND_WAVE)]
         results = await asyncio.gather(*first, *second)
-    return list(results), killed_at
+    return list(results), killed_at, killed_life
+
+
+def reaped_by(fleet: Fleet) -> dict[str, int]:
+    """Orphaned sandboxes the replicas removed, by reason (their `sandboxes_reaped_total` metric)."""
+    reaped: dict[str, int] = {}
+    for url in fleet.replica_urls.values():
+        text = httpx.get(
+            f"{url}/metrics", headers={"authorization": f"Bearer {fleet.token}"}, trust_env=False
+        )
+        for reason, count in re.findall(r'sandboxes_reaped_total\{reason="(\w+)"\} (\d+)', text.text):
+            reaped[reason] = reaped.get(reason, 0) + int(count)
+    return reaped
 
 
 def sessions_created(url: str, token: str) -> int:
@@ -264,7 +327,7 @@ def test_a_killed_replica_loses_no_episode_and_the_store_holds_each_once() -> No
     started = time.monotonic()
     with running_fleet() as fleet:
         up_s = time.monotonic() - started  # includes the image check above
-        results, killed_at = asyncio.run(run_fleet(fleet))
+        results, killed_at, killed_life = asyncio.run(run_fleet(fleet))
         total = FIRST_WAVE + SECOND_WAVE
         counts = infra_retry_counts(results)
 
@@ -296,15 +359,23 @@ def test_a_killed_replica_loses_no_episode_and_the_store_holds_each_once() -> No
         assert not failed_uids & {row["uid"] for row in stored}
         assert all(row["num_turns"] == 2 and row["reward"] == 1.0 for row in stored)
 
+        run_s = time.monotonic() - killed_at
+        # the killed replica comes back in the same container and reaps what its killed life left
+        outlived, reaped_s = restart_and_reap(fleet, killed_life)
         print(
             f"fleet: up in {up_s:.1f} s; {total} episodes, {counts['rerun_episodes']} re-run after "
             f"env-1 was killed ({counts['reruns']} re-runs), {len(stored)} in the store, "
-            f"{len(task_ids) - len(set(task_ids))} duplicates; "
-            f"{time.monotonic() - killed_at:.1f} s from the kill to the end"
+            f"{len(task_ids) - len(set(task_ids))} duplicates; {run_s:.1f} s from the kill to the end; "
+            f"env-1 owned {len(killed_life)} sandboxes when killed, {outlived} outlived its restart "
+            f"({reaped_s:.1f} s from `docker start` to healthy and reaped; reaped by reason: "
+            f"{reaped_by(fleet)})"
         )
+        assert len(killed_life) >= POOL_SIZE, "env-1 held no warm pool when killed: the kill proved nothing"
+        assert outlived == 0, f"{outlived} sandboxes of the killed env-1 outlived its restart"
     assert not subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={fleet.project}"],
         capture_output=True,
         text=True,
     ).stdout.strip(), "the compose project left containers behind"
+    assert not fleet.leaked, f"{len(fleet.leaked)} sandbox containers outlived `docker-compose down`"
     print(f"fleet: total {time.monotonic() - started:.1f} s")

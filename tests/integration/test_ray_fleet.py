@@ -1,8 +1,11 @@
 """The env fleet on a real multi-node Ray cluster on this host: a head and two worker raylets (Ray's own
 `ray.cluster_utils.Cluster`, every address 127.0.0.1), `agentrl fleet up` with 2 replicas per worker, a
 few steps of `agentrl train --task calc service.fleet=ray`, and one worker killed while its replicas hold
-sessions. The run must finish, every episode must be in the store exactly once, the re-played ones must
-say so, and Ray must have restarted the dead worker's replicas on the surviving one.
+sessions. The worker dies as a machine would: its replicas' env services are SIGKILLed with it, leaving
+their warm pools and session sandboxes behind. The run must finish, every episode must be in the store
+exactly once, the re-played ones must say so, Ray must have restarted the dead worker's replicas on the
+surviving one, the dead services' sandboxes must be reaped by the live replicas (same Docker engine), and
+after `agentrl fleet down` no sandbox of any of the fleet's services may be left.
 
 Nothing leaves loopback: the nodes bind 127.0.0.1 (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` makes Ray take
 the loopback address as the node's), and usage stats are off. The run prints one JSON line of counts.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -22,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sandbox_leaks import assert_none_left, labelled_sandboxes, sandboxes_of_processes
 
 ray = pytest.importorskip("ray", reason="the Ray fleet needs ray: pip install 'agentrl[ray]'")
 
@@ -35,6 +40,7 @@ CLUSTER_ENV = {
     "RAY_memory_monitor_refresh_ms": "0",
 }
 STEPS, TASKS_PER_STEP, GROUP_SIZE, EVAL_TASKS = 3, 2, 4, 2
+REAP_BOUND_S = 5.0 + 30.0 + 30.0  # the service's default orphan grace and reap interval, plus slack
 
 
 @pytest.fixture
@@ -90,6 +96,16 @@ def wait_for_sessions(urls: list[str], train: subprocess.Popen[str], timeout_s: 
     pytest.fail(f"no session reached {urls} within {timeout_s:g} s")
 
 
+def wait_for_sandboxes(services: list[int], train: subprocess.Popen[str], timeout_s: float) -> None:
+    """Until one of `services` owns a sandbox (a calc session takes one from the pool at its first python
+    call); fails if the run ends first."""
+    deadline = time.monotonic() + timeout_s
+    while not sandboxes_of_processes(services):
+        assert train.poll() is None, "the run ended before the worker to kill held a sandbox"
+        assert time.monotonic() < deadline, f"no sandbox of {services} within {timeout_s:g} s"
+        time.sleep(0.2)
+
+
 def fleet_status_when_whole(address: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
     """`agentrl fleet status` until every replica answers (exit 0) or `timeout_s` passes (the last one)."""
     deadline = time.monotonic() + timeout_s
@@ -140,8 +156,14 @@ def test_a_run_survives_losing_a_ray_worker_with_every_episode_stored_once(
     train = subprocess.Popen(
         command, cwd=repo_root, stdout=log, stderr=subprocess.STDOUT, text=True, env=child_env()
     )
+    doomed_services = [entry["service_pid"] for entry in replicas if entry["node_id"] == doomed.node_id]
+    services = {entry["service_pid"] for entry in replicas}
     try:
         wait_for_sessions(doomed_urls, train, timeout_s=600.0)
+        wait_for_sandboxes(doomed_services, train, timeout_s=120.0)
+        for pid in doomed_services:  # the machine dies: its services get no chance to clean up
+            os.kill(pid, signal.SIGKILL)
+        left_behind = {entry["Id"] for entry in sandboxes_of_processes(doomed_services)}
         cluster.remove_node(doomed, allow_graceful=False)  # the worker dies with its sessions mid-episode
         assert train.wait(timeout=900) == 0, (tmp_path / "train.log").read_text()[-4000:]
     finally:
@@ -161,6 +183,24 @@ def test_a_run_survives_losing_a_ray_worker_with_every_episode_stored_once(
     restarted = replicas_of(status.stdout)
     assert status.returncode == 0, status.stdout + status.stderr[-2000:]
     assert len(restarted) == 4 and {entry["node_id"] for entry in restarted} == {nodes[0]}
+    services |= {entry["service_pid"] for entry in restarted}
+    outlived = reaped_within(left_behind, REAP_BOUND_S)
     down = agentrl("fleet", "down", "--ray", address)
     assert down.returncode == 0 and len(json.loads(down.stdout)["killed"]) == 4
-    print(json.dumps({"train_episodes": len(train_rows), "stored": len(episodes), "replayed": len(replayed)}))
+    counts = {"train_episodes": len(train_rows), "stored": len(episodes), "replayed": len(replayed)}
+    print(
+        json.dumps({**counts, "left_by_the_killed_services": len(left_behind), "outlived_reaping": outlived})
+    )
+    assert left_behind, "the killed services held no sandbox: their death proved nothing"
+    assert outlived == 0, f"{outlived} sandboxes of the killed services were not reaped"
+    assert_none_left(sandboxes_of_processes(services), "the fleet's services after `fleet down`")
+
+
+def reaped_within(ids: set[str], timeout_s: float) -> int:
+    """How many of the sandboxes `ids` still exist after waiting up to `timeout_s` for them to go."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = ids & {entry["Id"] for entry in labelled_sandboxes({})}
+        if not left or time.monotonic() > deadline:
+            return len(left)
+        time.sleep(1.0)

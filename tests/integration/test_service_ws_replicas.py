@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fixtures_envs import GUESS_NUMBER_ID
+from sandbox_leaks import assert_none_left, sandboxes_of_processes
 from tiny_tokenizers import byte_tokenizer
 
 from agentrl.agent.engines.base import Completion, SamplingParams
@@ -101,7 +102,9 @@ def test_the_runner_records_a_lost_socket_as_an_infra_error(tmp_path: Path) -> N
             )
 
     with EmbeddedService(tmp_path / "service.log", preload=["fixtures_envs"]) as service:
+        pid = service.pid
         episode = asyncio.run(play(service))
+    assert_none_left(sandboxes_of_processes([pid]), "the service")
     assert episode.stop_reason == "infra_error" and episode.is_infra_failure
     assert len(episode.turns) == 1 and episode.turns[0].observation == "higher"
     assert episode.error is not None and "was lost" in episode.error
