@@ -7,6 +7,9 @@
 - The sync and async loops do not import each other both ways.
 - `agentrl/env` is the Env API: none of its modules imports the env service or the CLI, at module level or
   inside a function (the tools that need them live in `agentrl/devtools`).
+- No import cycle among agentrl's modules, function-level imports included (`if TYPE_CHECKING:` imports
+  do not run and do not count); `agentrl/agent` never imports `agentrl/harness` (the trainer picks the
+  episode player and passes it down).
 """
 
 from __future__ import annotations
@@ -135,3 +138,91 @@ def test_the_env_api_imports_neither_the_service_nor_the_cli() -> None:
     }
     assert sorted(found) == []
     assert imported_modules(ROOT / "agentrl" / "devtools" / "service_check.py") & {"agentrl.service"}
+
+
+# ---- no import cycles ---------------------------------------------------------------------------------
+
+PACKAGE = ROOT / "agentrl"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The agentrl modules `path` imports at run time: module-level and function-level imports alike, not
+    those under `if TYPE_CHECKING:`. `from a.b import c` counts as importing `a.b.c` when that is a module."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = ".".join(
+                    package[: len(package) - node.level + 1] + ([node.module] if node.module else [])
+                )
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {module for module in found if module in known and module != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    return {name: runtime_imports(path, name, set(paths)) for name, path in paths.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while (top := stack.pop()) != node:
+                component.append(top)
+            if component:
+                found.append(sorted([node, *component]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_cycles_finds_a_cycle_through_a_function_level_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_agentrl_function_level_imports_included() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_agent_runner_never_imports_the_harness_package() -> None:
+    """The trainer picks the episode player and passes it down; `agent/` knows only the player contract."""
+    graph = import_graph()
+    reaching = {m: sorted(d for d in deps if d.startswith("agentrl.harness")) for m, deps in graph.items()}
+    assert {m: d for m, d in reaching.items() if m.startswith("agentrl.agent") and d} == {}
