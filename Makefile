@@ -8,7 +8,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # `make fleet-images` builds the env-fleet images of docker-compose.yml (the fleet test builds them itself).
 
-.PHONY: setup python docker images model extras fleet-images demo test test-all test-unit lint clean-runs setup-vllm test-vllm
+.PHONY: setup python docker images model extras fleet-images demo test test-all test-unit lint clean-runs setup-vllm test-vllm test-gpu gpu-wheels
 
 setup: python docker images model extras
 
@@ -54,6 +54,16 @@ test: setup lint
 
 test-all: test
 	$(MAKE) test-vllm
+
+# `make test-gpu`: the GPU path in one command (scripts/gpu_check.sh, README "On a GPU"); it skips without CUDA.
+# `make gpu-wheels` downloads the wheels a GPU machine without network installs (.gpu-wheels/).
+GPU_CHECK_OUT ?= runs/gpu-check
+
+test-gpu:
+	PY=$(PY) bash scripts/gpu_check.sh $(GPU_CHECK_OUT)
+
+gpu-wheels: python
+	PY=$(PY) bash scripts/gpu_wheels.sh
 
 test-unit: python
 	$(VENV)/bin/pytest -q tests/unit envs -m "not docker and not slow"
