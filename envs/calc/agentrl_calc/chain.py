@@ -2,7 +2,7 @@
 
 What this is: a pure generator. A chain task asks `parts` independent arithmetic questions, one after the
 other, in one episode (`CalcEnv(parts=K)`). Each question is one calc problem (`agentrl_calc.tasks.
-make_problem`) written in one of these forms:
+make_problem`, of the chosen levels: by default level 3 only) written in one of these forms:
     plain:    "What is 673 * 56 - 342 * 37?"                    (the calc suite's form)
     words:    "What is 673 times 56 minus 342 times 37?"         (the operators spelled out)
     reversed: "Subtract 342 * 37 from 673 * 56. What is left?"   (the operands in the other order; levels 2
@@ -34,6 +34,7 @@ GENERATOR_VERSION = 1
 FORMS = ("plain", "words", "reversed")
 DEFAULT_PARTS = 3
 DEFAULT_FORMS = ("words", "reversed")
+DEFAULT_LEVELS = (3,)  # a * b - c * d: the level whose reversed form changes the sign of a careless answer
 MAX_CANDIDATES_PER_TASK = 100
 _WORDS = {"*": "times", "+": "plus", "-": "minus"}
 
@@ -54,18 +55,22 @@ def phrase(expression: str, form: str) -> str:
     return f"What is {words}?"
 
 
-def make_chain(rng: np.random.Generator, parts: int, forms: Sequence[str]) -> dict[str, Any]:
+def make_chain(
+    rng: np.random.Generator, parts: int, forms: Sequence[str], levels: Sequence[int] = DEFAULT_LEVELS
+) -> dict[str, Any]:
     """One chain record: {"id", "questions", "answers", "expressions", "levels", "forms", "split"}; the env
     shows only the questions (the expressions are for the scripted policy and the analysis)."""
-    questions, answers, expressions, levels, chosen = [], [], [], [], []
+    questions, answers, expressions, drawn_levels, chosen = [], [], [], [], []
     for _ in range(parts):
         level, expression, value = make_problem(rng)
+        while level not in levels:  # rejection keeps each problem a function of the chain's rng alone
+            level, expression, value = make_problem(rng)
         form = str(forms[int(rng.integers(len(forms)))])
         form = "words" if form == "reversed" and level == 1 else form  # "a * b" has no other order
         questions.append(phrase(expression, form))
         answers.append(str(value))
         expressions.append(expression)
-        levels.append(level)
+        drawn_levels.append(level)
         chosen.append(form)
     digest = hashlib.sha256("\n".join(questions).encode("utf-8")).hexdigest()
     return {
@@ -73,14 +78,19 @@ def make_chain(rng: np.random.Generator, parts: int, forms: Sequence[str]) -> di
         "questions": questions,
         "answers": answers,
         "expressions": expressions,
-        "levels": levels,
+        "levels": drawn_levels,
         "forms": chosen,
         "split": "heldout" if int(digest[:8], 16) % 100 < HELDOUT_PERCENT else "train",
     }
 
 
 def generate_chains(
-    split: str, count: int, parts: int = DEFAULT_PARTS, forms: Sequence[str] = DEFAULT_FORMS, seed: int = 0
+    split: str,
+    count: int,
+    parts: int = DEFAULT_PARTS,
+    forms: Sequence[str] = DEFAULT_FORMS,
+    seed: int = 0,
+    levels: Sequence[int] = DEFAULT_LEVELS,
 ) -> list[dict[str, Any]]:
     """The first `count` distinct chains of `split` among the seed's candidates; deterministic."""
     if split not in SPLITS:
@@ -91,7 +101,7 @@ def generate_chains(
     while len(chains) < count:
         if index > MAX_CANDIDATES_PER_TASK * (count + 10):
             raise RuntimeError(f"could not find {count} distinct {split} chains")
-        chain = make_chain(np.random.default_rng((seed, index)), parts, forms)
+        chain = make_chain(np.random.default_rng((seed, index)), parts, forms, levels)
         index += 1
         if chain["split"] == split and chain["id"] not in seen:
             seen.add(chain["id"])
@@ -100,13 +110,19 @@ def generate_chains(
 
 
 def write_chain_files(
-    out: Path, train_count: int, heldout_count: int, parts: int, forms: Sequence[str], seed: int
+    out: Path,
+    train_count: int,
+    heldout_count: int,
+    parts: int,
+    forms: Sequence[str],
+    seed: int,
+    levels: Sequence[int] = DEFAULT_LEVELS,
 ) -> dict[str, Any]:
     """Write train.jsonl, heldout.jsonl and manifest.json under `out`; returns the manifest."""
     out.mkdir(parents=True, exist_ok=True)
     counts = {"train": train_count, "heldout": heldout_count}
     hashes = {
-        split: write_jsonl(out / f"{split}.jsonl", generate_chains(split, n, parts, forms, seed))
+        split: write_jsonl(out / f"{split}.jsonl", generate_chains(split, n, parts, forms, seed, levels))
         for split, n in counts.items()
     }
     manifest = {
@@ -117,6 +133,7 @@ def write_chain_files(
         "generator_version": GENERATOR_VERSION,
         "parts": parts,
         "forms": list(forms),
+        "levels": list(levels),
         "seed": seed,
         "heldout_percent": HELDOUT_PERCENT,
         "counts": counts,
@@ -133,10 +150,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heldout-count", type=int, default=100)
     parser.add_argument("--parts", type=int, default=DEFAULT_PARTS)
     parser.add_argument("--forms", default=",".join(DEFAULT_FORMS), help=f"comma-separated, of {FORMS}")
+    parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="comma-separated, 1-3")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     forms = tuple(form.strip() for form in args.forms.split(",") if form.strip())
-    manifest = write_chain_files(args.out, args.train_count, args.heldout_count, args.parts, forms, args.seed)
+    levels = tuple(int(level) for level in args.levels.split(",") if level.strip())
+    manifest = write_chain_files(
+        args.out, args.train_count, args.heldout_count, args.parts, forms, args.seed, levels
+    )
     print(f"wrote {manifest['counts']} chains of {args.parts} parts to {args.out}")
 
 

@@ -171,7 +171,8 @@ def test_the_committed_suite_is_what_the_generator_writes() -> None:
         assert hashlib.sha256((SUITE / split).read_bytes()).hexdigest() == digest
     heldout = [json.loads(line) for line in (SUITE / "heldout.jsonl").read_text().splitlines()]
     assert len(heldout) >= 48 and all(len(c["questions"]) == manifest["parts"] for c in heldout)
-    expected = generate_chains("heldout", 48, manifest["parts"], manifest["forms"], manifest["seed"])
+    settings = (manifest["parts"], manifest["forms"], manifest["seed"], manifest["levels"])
+    expected = generate_chains("heldout", 48, *settings)
     assert heldout[:48] == expected
 
 

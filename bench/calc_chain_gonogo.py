@@ -1,0 +1,231 @@
+"""Go/no-go for the calc-chain study (issue 41, docs/credit_study.md part 3), before any training run.
+
+    .venv/bin/python bench/calc_chain_gonogo.py            # -> bench/results/calc_chain_gonogo.json
+    .venv/bin/python bench/calc_chain_gonogo.py --tasks 12 --temperatures 0 --no-batch --out /tmp/pilot.json
+
+What this is: two measurements of the base model (SmolLM2-135M-Instruct) on `configs/calc-chain.yaml`:
+1. **Per-part success** on the first `--tasks` held-out chains at each of `--temperatures` (greedy = 0, 0.3
+   and the training temperature by default), played as `agentrl eval` plays them (`trainer.run.play_tasks`:
+   one episode per task, sampler seed `EVAL_SEED`, env seed 0), with each task's per-part outcomes kept.
+   The study's claim must beat the best of these (`best`), not only the training temperature.
+2. **How far GiGPO's per-turn advantages are from GRPO's** on one base batch: one training step's worth of
+   groups (`train.tasks_per_step` train chains x `train.group_size` episodes at the training temperature),
+   credited by `agentrl.credit.estimate` with each estimator's defaults (what the study runs). Reported: the
+   cosine and Pearson correlation of the two per-turn vectors, the share of turns whose sign differs
+   (among turns where either is non-zero), and the same for GiGPO's episode term alone (`step_weight=0`),
+   so the step term's own contribution is visible. Near-collinear vectors would mean this task cannot
+   separate the estimators.
+
+What this is not: a training run, or a test of the estimators' code (tests/unit covers that). The engine's
+seeded samples depend on what else is in its batch (README, "Scaling out"), so a repeat of this script
+gives other draws at temperatures above 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentrl.config import RunConfig, load_config
+from agentrl.cpu import cpu_flags
+from agentrl.credit import episodes_to_batch, estimate, make_config
+from agentrl.memory import choose_allocator
+from agentrl.tasks import load_tasks
+from agentrl.trainer.run import EVAL_SEED, open_run, play_tasks
+from agentrl.types import Episode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from credit_study import code_version  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "results" / "calc_chain_gonogo.json"
+FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def part_outcomes(episode: Episode, parts: int) -> list[bool]:
+    """Per part: whether its submit was right (a part never submitted, or never reached, is wrong)."""
+    right = [False] * parts
+    for turn in episode.turns:
+        if turn.info.get("part_correct") is True:
+            right[int(turn.info["part"])] = True
+    return right
+
+
+def per_task(
+    episodes: Sequence[Episode], tasks: Sequence[Mapping[str, Any]], parts: int
+) -> list[dict[str, Any]]:
+    """One record per task: its id, forms, per-part outcomes, turns and invalid turns."""
+    by_id = {episode.task_id: episode for episode in episodes}
+    rows = []
+    for task in tasks:
+        episode = by_id[task["id"]]
+        rows.append(
+            {
+                "task_id": task["id"],
+                "forms": task.get("forms"),
+                "parts_correct": part_outcomes(episode, parts),
+                "turns": len(episode.turns),
+                "invalid_turns": sum(turn.invalid for turn in episode.turns),
+                "infra_failure": episode.is_infra_failure,
+            }
+        )
+    return rows
+
+
+def success_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per-part success overall, by part index and by form; all-parts success; invalid-turn rate."""
+    usable = [row for row in rows if not row["infra_failure"]]
+    outcomes = np.array([row["parts_correct"] for row in usable], dtype=float)
+    by_form: dict[str, list[float]] = {}
+    for row in usable:
+        for form, right in zip(row["forms"] or [], row["parts_correct"], strict=False):
+            by_form.setdefault(form, []).append(float(right))
+    return {
+        "tasks": len(usable),
+        "infra_failures": len(rows) - len(usable),
+        "per_part_success": float(outcomes.mean()) if outcomes.size else 0.0,
+        "parts_right": int(outcomes.sum()),
+        "parts_played": int(outcomes.size),
+        "by_part_index": [float(value) for value in outcomes.mean(axis=0)] if outcomes.size else [],
+        "by_form": {form: {"success": float(np.mean(v)), "n": len(v)} for form, v in sorted(by_form.items())},
+        "all_parts_success": float(outcomes.all(axis=1).mean()) if outcomes.size else 0.0,
+        "invalid_turn_rate": sum(row["invalid_turns"] for row in usable)
+        / max(1, sum(r["turns"] for r in usable)),
+    }
+
+
+def compare_advantages(first: np.ndarray, second: np.ndarray) -> dict[str, float]:
+    """Cosine, Pearson correlation and the share of sign disagreements of two per-turn advantage vectors."""
+    norms = float(np.linalg.norm(first) * np.linalg.norm(second))
+    either = (first != 0) | (second != 0)
+    flipped = np.sign(first[either]) != np.sign(second[either])
+    return {
+        "cosine": float(first @ second / norms) if norms else float("nan"),
+        "pearson": float(np.corrcoef(first, second)[0, 1]) if first.std() and second.std() else float("nan"),
+        "sign_differs": float(flipped.mean()) if either.any() else 0.0,
+        "turns_compared": int(either.sum()),
+    }
+
+
+def advantage_comparison(episodes: Sequence[Episode]) -> dict[str, Any]:
+    """GRPO's and GiGPO's per-turn advantages on one batch, compared (see the module docstring)."""
+    usable = [episode for episode in episodes if not episode.is_infra_failure]
+    batch = episodes_to_batch(usable)
+    grpo = estimate("grpo", batch, make_config("grpo"))
+    gigpo = estimate("gigpo", batch, make_config("gigpo"))
+    gigpo_episode_term = estimate("gigpo", batch, make_config("gigpo", step_weight=0.0))
+    returns = [episode.reward for episode in usable]
+    groups: dict[str, list[float]] = {}
+    for episode in usable:
+        groups.setdefault(episode.group_id, []).append(episode.reward)
+    return {
+        "episodes": len(usable),
+        "turns": int(batch.num_steps),
+        "groups": len(groups),
+        "zero_variance_groups": sum(len(set(v)) == 1 for v in groups.values()) / max(1, len(groups)),
+        "mean_return": float(np.mean(returns)) if returns else 0.0,
+        "grpo_vs_gigpo": compare_advantages(grpo, gigpo),
+        "grpo_vs_gigpo_episode_term": compare_advantages(grpo, gigpo_episode_term),
+        "gigpo_episode_term_vs_gigpo": compare_advantages(gigpo_episode_term, gigpo),
+        "advantages": {
+            "grpo": [round(float(value), 4) for value in grpo],
+            "gigpo": [round(float(value), 4) for value in gigpo],
+        },
+    }
+
+
+async def measure(
+    config: RunConfig, temperatures: Sequence[float], tasks: int, batch: bool
+) -> dict[str, Any]:
+    """Every evaluation, then the base batch, in one run (one model load)."""
+    parts = int(config.env.kwargs.get("parts", 1))
+    heldout = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)[:tasks]
+    evaluations, comparison = [], None
+    async with open_run(config, kind="eval") as ctx:
+        for temperature in temperatures:
+            started = time.perf_counter()
+            torch.manual_seed(EVAL_SEED)
+            sampling = replace(config.sampling, temperature=temperature)
+            episodes = await play_tasks(ctx, heldout, group_size=1, sampling=sampling, seed=0)
+            rows = per_task(episodes, heldout, parts)
+            summary = success_summary(rows)
+            evaluations.append(
+                {"temperature": temperature, **summary, "wall_s": round(time.perf_counter() - started, 1)}
+            )
+            evaluations[-1]["per_task"] = rows
+            print(json.dumps({k: v for k, v in evaluations[-1].items() if k != "per_task"}), file=sys.stderr)
+        if batch:
+            started = time.perf_counter()
+            train = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
+            torch.manual_seed(EVAL_SEED)
+            episodes = await play_tasks(
+                ctx, train[: config.train.tasks_per_step], config.train.group_size, config.sampling, seed=0
+            )
+            comparison = {
+                "temperature": config.sampling.temperature,
+                "tasks_per_step": config.train.tasks_per_step,
+                "group_size": config.train.group_size,
+                **advantage_comparison(episodes),
+                "wall_s": round(time.perf_counter() - started, 1),
+            }
+    return {"evaluations": evaluations, "batch": comparison}
+
+
+def best_decoding(evaluations: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The evaluation with the highest per-part success (the lower temperature on a tie)."""
+    if not evaluations:
+        return None
+    best = max(evaluations, key=lambda e: (e["per_part_success"], -e["temperature"]))
+    return {"temperature": best["temperature"], "per_part_success": best["per_part_success"]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="calc-chain", help="config name (configs/TASK.yaml)")
+    parser.add_argument("--tasks", type=int, default=48, help="held-out tasks per evaluation")
+    parser.add_argument("--temperatures", default="0,0.3,0.7", help="comma-separated; 0 decodes greedily")
+    parser.add_argument("--no-batch", action="store_true", help="skip the GRPO-vs-GiGPO batch")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
+    args = parser.parse_args(argv)
+    choose_allocator()
+    temperatures = [float(value) for value in args.temperatures.split(",") if value.strip()]
+    overrides = [f"name=gonogo-{time.strftime('%Y%m%d-%H%M%S')}", "runs_dir=runs/gonogo", *args.overrides]
+    config = load_config(args.task, overrides)
+    started = time.perf_counter()
+    measured = asyncio.run(measure(config, temperatures, args.tasks, not args.no_batch))
+    report = {
+        "command": " ".join(["bench/calc_chain_gonogo.py", *(argv if argv is not None else sys.argv[1:])]),
+        "commit": code_version(),
+        "cpu_flags": {flag: flag in cpu_flags() for flag in FLAGS},
+        "task": args.task,
+        "overrides": overrides,
+        "parts": int(config.env.kwargs.get("parts", 1)),
+        "eval_tasks": args.tasks,
+        "temperatures": temperatures,
+        "engine": config.engine.kind,
+        "best": best_decoding(measured["evaluations"]),
+        **measured,
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    summary = {k: v for k, v in report.items() if k not in ("evaluations", "batch")}
+    if report["batch"]:
+        summary["batch"] = {k: v for k, v in report["batch"].items() if k != "advantages"}
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
