@@ -140,7 +140,7 @@ def test_the_script_skips_where_there_is_no_cuda(tmp_path: Path) -> None:
     assert report["environment"]["torch"] == torch.__version__
 
 
-@pytest.mark.slow  # about 90 s on the shared 2-core CPU: five check processes
+@pytest.mark.slow  # 150 s on the shared, loaded 2-core CPU: five check processes
 def test_the_update_checks_pass_on_the_cpu(tmp_path: Path) -> None:
     """The GPU run's code paths before they meet a GPU: FSDP2 (gloo, one rank), shared prefix with TIS,
     LoRA, checkpoint and exact resume, and the throughput line, at tiny sizes."""
