@@ -1,7 +1,24 @@
 #!/usr/bin/env bash
 # `make demo`: held-out eval -> GRPO training -> held-out eval on the sandboxed calc task, on CPU.
 # Prints the held-out success rate before and after training. Extra overrides: DEMO_ARGS="train.seed=1".
+# Then the evidence (issue 41): the sharpening control (the base and the trained model evaluated at
+# DEMO_CONTROL_T, default 0.3, on the same held-out tasks; DEMO_CONTROL_T= skips it) and one JSON with every
+# evaluation's per-task outcomes, temperature, seeds, commit and CPU flags, written to runs/<run>/evidence.json
+# and bench/results/demo/<run>.json (commit it; `bench/demo_report.py --write-readme` makes README's table).
 set -euo pipefail
 start=$(date +%s)
-.venv/bin/agentrl train --task calc ${DEMO_ARGS:-}
+name="demo-$(date +%Y%m%d-%H%M%S)"
+control_t="${DEMO_CONTROL_T-0.3}"
+.venv/bin/agentrl train --task calc "name=$name" ${DEMO_ARGS:-}
 echo "demo wall time: $(( $(date +%s) - start )) s"
+controls=()
+if [[ -n "$control_t" ]]; then
+  .venv/bin/agentrl eval --task calc "name=$name-control-base" "eval.temperature=$control_t" ${DEMO_ARGS:-}
+  .venv/bin/agentrl eval --task calc "name=$name-control-trained" "eval.temperature=$control_t" \
+    ${DEMO_ARGS:-} "model.name=$PWD/runs/$name/final"
+  controls=(--control-before "runs/$name-control-base" --control-after "runs/$name-control-trained")
+fi
+.venv/bin/python -m agentrl.evidence "runs/$name" "${controls[@]}"
+mkdir -p bench/results/demo
+cp "runs/$name/evidence.json" "bench/results/demo/$name.json"
+echo "evidence: bench/results/demo/$name.json (with controls: $(( $(date +%s) - start )) s)"
