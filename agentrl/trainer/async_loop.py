@@ -60,18 +60,15 @@ from agentrl.agent.engines.base import Completion, PolicyEngine, SamplingParams
 from agentrl.agent.rollout import episode_seed, play_member, run_concurrently
 from agentrl.config import RunConfig
 from agentrl.tasks import Task, load_tasks, sample_tasks
-from agentrl.trainer.loop import Collected, LoopResult, Plan, run_loop
+from agentrl.trainer.loop import Collected, LoopResult, Plan, RunOwner, run_loop
 from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import (
-    EvalResult,
     RunContext,
-    evaluate,
     log_metrics,
     open_run,
     pad_id,
     require_some_usable,
     rollout_metrics,
-    save_final_weights,
 )
 from agentrl.trainer.step import (
     Credited,
@@ -96,12 +93,10 @@ async def async_rank_zero(config: RunConfig, parallel: DataParallel) -> LoopResu
 
 
 @dataclass
-class AsyncSeat:
+class AsyncSeat(RunOwner):
     """The async producer's seat in `loop.run_loop` (module docstring): groups play in the background;
     `collect` takes the first fresh ones, and the update of a step overlaps the next step's rollouts."""
 
-    ctx: RunContext
-    parallel: DataParallel
     gate: WeightsGate = field(init=False)
     pool: GroupPool = field(init=False)
     weights_out: WeightsOut = field(init=False)
@@ -116,13 +111,6 @@ class AsyncSeat:
         self.weights_out = ThroughGate(self.gate)
         self.train_tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.train_split)
         self.launches = itertools.count()
-
-    @property
-    def run_id(self) -> str:
-        return self.ctx.run_id
-
-    async def evaluate(self, step: int) -> EvalResult | None:
-        return await evaluate(self.ctx, step)
 
     def make_learner(self) -> Learner:
         engine = self.ctx.engine
@@ -181,15 +169,8 @@ class AsyncSeat:
         record_step(self.ctx, step, episodes, credited)
         log_metrics(self.ctx, step, {**self.logged, **update, **_loop_times(*self.clocks)})
 
-    def flush(self) -> None:
-        self.ctx.writer.flush()
-
     async def finish_training(self, learner: Learner, last_step: int) -> None:
         await self.pool.aclose()  # groups still playing would compete with the evaluation
-
-    def close(self) -> str:
-        save_final_weights(self.ctx)
-        return str(self.ctx.run_dir)
 
 
 @dataclass(frozen=True)

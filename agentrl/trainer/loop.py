@@ -18,7 +18,7 @@ cross-rank collectives (marked [c]) line up by construction, not by a comment:
 The seats (`Seat` implementations): `trainer/train.py` has rank 0's sync seat and the data-parallel rollout
 rank's; `trainer/async_loop.py` the async producer's (rank 0 alone);
 `trainer/sft.py` SFT rank 0's; `FollowerSeat` (here) is every rank > 0 that does not roll out, in RL and
-SFT. Resume is written once, here.
+SFT; `RunOwner` (here) is what the rank-0 seats share. Resume is written once, here.
 
 What this is not: the step's parts (`trainer/step.py`: credit, update, weights out, records, checkpoints),
 the run's resources (`trainer/run.py`), or the collectives themselves (`trainer/distributed.py`).
@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from agentrl.config import RunConfig
 from agentrl.trainer import checkpoint, distributed
 from agentrl.trainer.parallel import DataParallel
-from agentrl.trainer.run import EvalResult, Resume
+from agentrl.trainer.run import EvalResult, Resume, RunContext, evaluate, save_final_weights
 from agentrl.trainer.samples import TrainSample
 from agentrl.trainer.step import Learner, WeightsOut, save_checkpoint_if_due, update_step
 
@@ -139,6 +139,32 @@ async def run_loop(config: RunConfig, seat: Seat, resume: Resume | None) -> Loop
 def first_step(resume: Resume | None) -> int:
     """The first step this run plays: 1, or the step after the checkpoint it resumes from."""
     return 1 if resume is None else resume[1].step + 1
+
+
+@dataclass
+class RunOwner:
+    """What every rank-0 seat shares (the sync, async and SFT seats extend it): the run it owns, the
+    held-out evaluation, the store's flush, and the final weights."""
+
+    ctx: RunContext
+    parallel: DataParallel
+
+    @property
+    def run_id(self) -> str:
+        return self.ctx.run_id
+
+    async def evaluate(self, step: int) -> EvalResult | None:
+        return await evaluate(self.ctx, step)
+
+    def flush(self) -> None:
+        self.ctx.writer.flush()
+
+    async def finish_training(self, learner: Learner, last_step: int) -> None:
+        """Nothing by default: the engine has had the weights since the last step."""
+
+    def close(self) -> str:
+        save_final_weights(self.ctx)
+        return str(self.ctx.run_dir)
 
 
 @dataclass

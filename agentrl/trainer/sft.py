@@ -31,13 +31,11 @@ from agentrl.demos import Demos, check_demos, load_demos
 from agentrl.errors import ConfigError
 from agentrl.models import has_adapters, load_tokenizer
 from agentrl.trainer import distributed
-from agentrl.trainer.loop import Collected, FollowerSeat, LoopResult, Plan, run_loop
+from agentrl.trainer.loop import Collected, FollowerSeat, LoopResult, Plan, RunOwner, run_loop
 from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import (
-    EvalResult,
     RunContext,
     console,
-    evaluate,
     log_metrics,
     open_run,
     pad_id,
@@ -127,12 +125,10 @@ async def sft(config: RunConfig) -> SFTResult:
 
 
 @dataclass
-class SFTSeat:
+class SFTSeat(RunOwner):
     """Rank 0 of an SFT run in `loop.run_loop`: evaluation, `sft.epochs` seeded passes over the
     demonstrations in batches of `sft.batch_size`, the weights into the engine once, evaluation again."""
 
-    ctx: RunContext
-    parallel: DataParallel
     demos: Demos
     weights_out: WeightsOut = field(default_factory=AfterTheLastStep)
 
@@ -150,13 +146,6 @@ class SFTSeat:
             f"({tokens} demonstrated tokens): {len(self.schedule)} steps"
         )
         self.learner: Learner | None = None
-
-    @property
-    def run_id(self) -> str:
-        return self.ctx.run_id
-
-    async def evaluate(self, step: int) -> EvalResult | None:
-        return await evaluate(self.ctx, step)
 
     def make_learner(self) -> Learner:
         engine = self.ctx.engine
@@ -179,9 +168,6 @@ class SFTSeat:
         assert collected is not None and self.learner is not None
         extra = {"epoch": float((step - 1) // self.per_epoch + 1), "episodes": float(len(collected.samples))}
         log_metrics(self.ctx, step, {**update, **extra, "lr": self.learner.scheduler.get_last_lr()[0]})
-
-    def flush(self) -> None:
-        self.ctx.writer.flush()
 
     async def finish_training(self, learner: Learner, last_step: int) -> None:
         log_metrics(self.ctx, last_step, {"sync_s": publish_weights(self.ctx.engine, learner)})

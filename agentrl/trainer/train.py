@@ -38,7 +38,7 @@ from agentrl.models import load_tokenizer
 from agentrl.tasks import load_tasks
 from agentrl.trainer import distributed, dp_rollouts
 from agentrl.trainer.async_loop import async_rank_zero
-from agentrl.trainer.loop import Collected, FollowerSeat, LoopResult, Plan, run_loop
+from agentrl.trainer.loop import Collected, FollowerSeat, LoopResult, Plan, RunOwner, run_loop
 from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import (
     EvalResult,
@@ -51,7 +51,6 @@ from agentrl.trainer.run import (
     require_some_usable,
     resume_point,
     rollout_metrics,
-    save_final_weights,
 )
 from agentrl.trainer.step import (
     Credited,
@@ -128,11 +127,9 @@ def rl_learner(config: RunConfig, parallel: DataParallel) -> Callable[[], Learne
 
 
 @dataclass
-class SyncSeat:
+class SyncSeat(RunOwner):
     """Rank 0 of a sync run: plays each step's groups, assigns credit, records; see the module docstring."""
 
-    ctx: RunContext
-    parallel: DataParallel
     resumed: bool
     sampler: TaskSampler | None = None
     clocks: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # wall, cpu at start; rollout s, cpu s
@@ -141,10 +138,6 @@ class SyncSeat:
     def __post_init__(self) -> None:
         # with data-parallel rollouts every rank's engine receives the new weights
         self.weights_out = IntoEngine(self.ctx.engine, every_rank=self.ctx.ranks is not None)
-
-    @property
-    def run_id(self) -> str:
-        return self.ctx.run_id
 
     async def evaluate(self, step: int) -> EvalResult | None:
         return await rollout_phase(self.ctx, evaluate(self.ctx, step))
@@ -191,16 +184,6 @@ class SyncSeat:
             "step_cpu_s": time.process_time() - step_cpu,
         }
         log_metrics(self.ctx, step, metrics)
-
-    def flush(self) -> None:
-        self.ctx.writer.flush()
-
-    async def finish_training(self, learner: Learner, last_step: int) -> None:
-        """Nothing: the engine has had the weights since the last step."""
-
-    def close(self) -> str:
-        save_final_weights(self.ctx)
-        return str(self.ctx.run_dir)
 
 
 @dataclass
