@@ -19,6 +19,7 @@
     │       ├── AuthError        401: missing or wrong token; set AGENTRL_SERVICE_TOKEN
     │       ├── SessionNotFound  404: the session id is unknown (expired or closed)
     │       ├── EpisodeOver      409: a step after the episode ended
+    │       ├── ForkUnsupported  409: a fork of a session whose env cannot fork (`Env.fork_capability`)
     │       ├── InvalidTask      422: the env rejected the task record or seed at reset
     │       └── InvalidRequest   422: the request body is malformed
     ├── RolloutError             every episode of a step failed for infrastructure reasons, after re-plays
@@ -125,6 +126,11 @@ class SessionNotFound(RequestRejected):
 
 class EpisodeOver(RequestRejected):
     """A step was sent to a session whose episode already ended (HTTP 409)."""
+
+
+class ForkUnsupported(RequestRejected):
+    """The env cannot fork (its `fork_capability` is "none"); branch nothing, play independent episodes
+    (HTTP 409)."""
 
 
 class InvalidTask(RequestRejected):

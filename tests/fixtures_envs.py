@@ -28,6 +28,7 @@ class GuessNumberEnv(Env):
     """
 
     tools = (tool_spec("guess", "Guess the hidden number.", {"number": {"type": "integer"}}),)
+    fork_capability = "copy"
     examples = (
         {"role": "user", "content": "Guess a number between 1 and 10."},
         {

@@ -13,9 +13,11 @@ from agentrl.env.core import (
     INFO_STATE_KEY,
     INFO_SUCCESS,
     Env,
+    ForkCapability,
     FullText,
     StepResult,
     TurnSpace,
+    copy_env,
     tool_spec,
 )
 from agentrl.env.registration import EnvInfo, list_envs, load_plugins, make, register, tools_of
@@ -38,6 +40,7 @@ __all__ = [
     "TOOL_CALL_OPEN",
     "Env",
     "EnvInfo",
+    "ForkCapability",
     "FullText",
     "ScriptedPolicy",
     "ScriptedTurn",
@@ -48,6 +51,7 @@ __all__ = [
     "check_env",
     "check_examples",
     "check_tool_specs",
+    "copy_env",
     "list_envs",
     "load_plugins",
     "make",

@@ -25,6 +25,7 @@ class EchoEnv(Env):
 
     tools = (tool_spec("echo", "Echo a text back.", {"text": {"type": "string"}}),)
     blocking = False  # a step is a string copy: stepped on the service's event loop
+    fork_capability = "copy"
 
     def __init__(self, max_steps: int = 1_000_000) -> None:
         super().__init__()

@@ -3,7 +3,9 @@
 What this is: the one function every env plugin's tests call. On top of
 `gymnasium.utils.env_checker.check_env` it checks that the tool specs are valid OpenAI function specs,
 that `examples` are chat messages, that `info["state_key"]` is hashable or None after reset and after a step,
-and that the same seed and task give the same first observation.
+that the same seed and task give the same first observation, and, when the env claims a fork capability,
+that a fork taken mid-episode steps exactly like the original from the same action (an env that claims
+"none" must refuse with `ForkUnsupported`).
 
 What this is not: a runtime guard. The service and runner never call it; it costs several resets.
 """
@@ -11,30 +13,39 @@ What this is not: a runtime guard. The service and runner never call it; it cost
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from agentrl.env.core import INFO_STATE_KEY, Env
-from agentrl.errors import EnvError
+from agentrl.errors import EnvError, ForkUnsupported
 from agentrl.types import Action
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
-def check_env(env: Env, *, seed: int = 0, options: Mapping[str, Any] | None = None) -> None:
+def check_env(
+    env: Env,
+    *,
+    seed: int = 0,
+    options: Mapping[str, Any] | None = None,
+    actions: Sequence[Action] = (),
+) -> None:
     """Raise `EnvError` (or Gymnasium's own assertion) if `env` breaks the Env contract.
 
     `options` is passed to our resets (e.g. `{"task": {...}}`); Gymnasium's part resets without a task, so
-    an env must also accept `options=None` (typically by drawing a task from the seed).
+    an env must also accept `options=None` (typically by drawing a task from the seed). `actions` drive the
+    fork check (the first is taken before the fork, the rest on both); by default one turn without a tool
+    call before it and one after.
     """
     gymnasium_check_env(env, skip_render_check=True)
     check_tool_specs(env.tools)
     check_examples(env.examples)
     _check_first_observation(env, seed, options)
     _check_step_state_key(env, seed, options)
+    check_fork(env, seed=seed, options=options, actions=actions or (Action(text=""), Action(text="")))
 
 
 def check_tool_specs(specs: Any) -> None:
@@ -114,3 +125,44 @@ def _check_step_state_key(env: Env, seed: int, options: Mapping[str, Any] | None
     if len(result) != 5:
         raise EnvError("step must return a StepResult (observation, reward, terminated, truncated, info)")
     _check_state_key(result[4], "step")
+
+
+def check_fork(
+    env: Env, *, seed: int = 0, options: Mapping[str, Any] | None = None, actions: Sequence[Action] = ()
+) -> None:
+    """Raise `EnvError` unless a fork of `env` after `actions[0]` steps like `env` on each later action
+    (observation, reward, flags, state key) and counts the same turns; an env whose `fork_capability` is
+    "none" must refuse with `ForkUnsupported`."""
+    env.reset(seed=seed, options=dict(options) if options else None)
+    if env.fork_capability == "none":
+        try:
+            env.fork().close()
+        except ForkUnsupported:
+            return
+        raise EnvError(f"{type(env).__name__} says fork_capability='none' but fork() did not refuse")
+    if actions and _over(env.step(actions[0])):
+        return  # the episode ended before there was anything to fork
+    fork = env.fork()
+    try:
+        if fork.turns_taken != env.turns_taken:
+            raise EnvError(f"the fork counts {fork.turns_taken} turns taken, the original {env.turns_taken}")
+        for index, action in enumerate(actions[1:], start=1):
+            original, forked = _observed(env.step(action)), _observed(fork.step(action))
+            if original != forked:
+                raise EnvError(
+                    f"after fork(), action {index} gave {forked!r} on the fork but {original!r} on the "
+                    f"original ({env.fork_capability!r} fork); a fork must copy all of the episode's state"
+                )
+            if original[2] or original[3]:
+                break
+    finally:
+        fork.close()
+
+
+def _observed(result: Any) -> tuple[Any, ...]:
+    observation, reward, terminated, truncated, info = result
+    return observation, float(reward), bool(terminated), bool(truncated), info.get(INFO_STATE_KEY)
+
+
+def _over(result: Any) -> bool:
+    return bool(result[2] or result[3])

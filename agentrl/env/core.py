@@ -14,6 +14,7 @@ guide for env authors.
 
 from __future__ import annotations
 
+import copy
 import functools
 import string
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from agentrl.errors import EnvError, EpisodeOver
+from agentrl.errors import EnvError, EpisodeOver, ForkUnsupported
 from agentrl.types import Action, ToolCall
 
 MAX_TEXT_LENGTH = 1_000_000
@@ -37,7 +38,13 @@ INFO_STATE_KEY: Final = "state_key"
 """`info` key: hashable key of the env state after reset or step (not of the history), or None."""
 
 _Phase = Literal["before_reset", "running", "over"]
-_GUARD_MARK = "__agentrl_guarded__"  # set on the wrapped reset and step, so each is wrapped only once
+_GUARD_MARK = "__agentrl_guarded__"  # set on the wrapped reset, step and fork, so each is wrapped only once
+
+ForkCapability = Literal["copy", "sandbox", "replay", "none"]
+"""How an env forks (`Env.fork_capability`): "copy" deep-copies its state; "sandbox" forks its sandbox's
+workdir plus its own state; "replay" replays the episode's reset and actions into a fresh env; "none"
+refuses (`ForkUnsupported`)."""
+FORK_CAPABILITIES: Final[tuple[ForkCapability, ...]] = ("copy", "sandbox", "replay", "none")
 
 
 class FullText(spaces.Text):
@@ -115,18 +122,39 @@ class Env(gymnasium.Env[str, Action]):
     - `blocking`: True (the default) when `step` may wait (a sandbox, a network call); the service then runs
       it in a worker thread. An env whose steps return in microseconds without I/O sets it to False and is
       stepped on the service's event loop, which saves the thread hand-off.
+    - `fork_capability` (`ForkCapability`, default "none"): how `fork()` copies the env mid-episode.
 
-    Guards: the `reset` and `step` of every subclass (its own, a mixin's, or Gymnasium's `reset`) are wrapped
-    when the class is created (`__init_subclass__`). A step before a successful reset raises `EnvError`; a
-    step after one that terminated or truncated the episode raises `EpisodeOver`, until the next reset.
-    Subclasses do not check either themselves.
+    Fork: `fork() -> Env` returns an independent env in this one's state: the same action on both gives the
+    same `StepResult` (observation, reward, flags, info's state key), and stepping one never changes the
+    other. The fork keeps the episode's counters and budgets (its turns taken count against `max_steps`),
+    has been reset (it can be stepped at once) and must be closed like any env. By capability:
+    - "copy": the base `fork()` deep-copies the instance's attributes (its RNG included), except those
+      named in `fork_reopened`, which the fork gets as None and opens again itself (a leased client, a
+      connection): pure-Python envs only set the capability.
+    - "sandbox": the env overrides `fork()`: `copy_env(self, reopened=("_sandbox",))`, then the sandbox's
+      `DockerSandbox.fork` (a copy of its workdir) for the fork's own sandbox.
+    - "replay": the base `fork()` makes `spawn()` (a fresh env of this configuration, which the env
+      implements), resets it with this episode's reset arguments and steps it with the episode's actions
+      (the guards record both); it raises `EnvError` when the replay does not end in the same observation
+      and state key (the env is not deterministic).
+    - "none": `fork()` raises `ForkUnsupported` (the service answers 409).
+
+    Guards: the `reset`, `step` and `fork` of every subclass (its own, a mixin's, or Gymnasium's `reset`)
+    are wrapped when the class is created (`__init_subclass__`). A step or fork before a successful reset
+    raises `EnvError`; one after a step that terminated or truncated the episode raises `EpisodeOver`, until
+    the next reset. Subclasses do not check either themselves.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
     tools: tuple[Mapping[str, Any], ...] = ()
     examples: tuple[Mapping[str, Any], ...] = ()
     blocking: bool = True
+    fork_capability: ForkCapability = "none"
+    fork_reopened: tuple[str, ...] = ()
     _phase: _Phase = "before_reset"  # a class default, so the guard works even without super().__init__()
+    _turns_taken: int = 0  # steps since the last reset, kept by the guards (and by a fork)
+    _stepping: bool = False  # inside the outermost guarded step
+    _replay: _Replay | None = None  # the episode so far, recorded by the guards of a "replay" env
 
     def __init__(self) -> None:
         self.observation_space = FullText()
@@ -139,9 +167,79 @@ class Env(gymnasium.Env[str, Action]):
             cls.reset = _tracking_reset(cls.reset)  # type: ignore[method-assign]
         if not getattr(cls.step, _GUARD_MARK, False):
             cls.step = _guarded_step(cls.step)  # type: ignore[method-assign,assignment]
+        if not getattr(cls.fork, _GUARD_MARK, False):
+            cls.fork = _guarded_fork(cls.fork)  # type: ignore[method-assign,assignment]
 
     def step(self, action: Action) -> StepResult:  # type: ignore[override]
         raise NotImplementedError(f"{type(self).__name__} must implement step(action) -> StepResult")
+
+    @property
+    def turns_taken(self) -> int:
+        """Steps taken since the last reset (a fork starts with its parent's)."""
+        return self._turns_taken
+
+    def fork(self) -> Env:
+        """An independent env in this env's state (see the class docstring, "Fork")."""
+        if self.fork_capability == "copy":
+            return copy_env(self, self.fork_reopened)
+        if self.fork_capability == "replay":
+            return replay_env(self)
+        raise NotImplementedError(
+            f"{type(self).__name__} says fork_capability={self.fork_capability!r} and must implement fork()"
+        )
+
+    def spawn(self) -> Env:
+        """A fresh env of this configuration, not reset: what a "replay" fork replays the episode into."""
+        raise NotImplementedError(f"{type(self).__name__} forks by replay and must implement spawn()")
+
+
+class _Replay(NamedTuple):
+    """The episode so far of a "replay" env: how it was reset, the actions since, where they ended."""
+
+    reset_args: tuple[Any, ...]
+    reset_kwargs: dict[str, Any]
+    actions: list[Action]
+    last: tuple[str, Any]  # (observation, state key) after the reset or the last step
+
+
+_SHARED_BY_FORKS = frozenset({"observation_space", "action_space", "spec"})
+"""Attributes a "copy" fork shares with its parent: configuration that no step changes (and whose deep copy
+would cost most of the fork)."""
+
+
+def copy_env(env: Env, reopened: Sequence[str] = ()) -> Env:
+    """A deep copy of `env`'s attributes (one memo, so shared references stay shared), except the spaces
+    and spec (shared) and those named in `reopened` (None); the guards' bookkeeping is copied too."""
+    child = object.__new__(type(env))
+    memo: dict[int, Any] = {}
+    for name, value in vars(env).items():
+        if name in _SHARED_BY_FORKS:
+            child.__dict__[name] = value
+        else:
+            child.__dict__[name] = None if name in reopened else copy.deepcopy(value, memo)
+    return child
+
+
+def replay_env(env: Env) -> Env:
+    """`env.spawn()` reset and stepped like `env`'s episode so far; `EnvError` if it ends elsewhere."""
+    replay = env._replay
+    if replay is None:
+        raise EnvError(f"{type(env).__name__} recorded no episode to replay; call reset() first")
+    child = env.spawn()
+    try:
+        child.reset(*replay.reset_args, **copy.deepcopy(replay.reset_kwargs))
+        for action in replay.actions:
+            child.step(action)
+        assert child._replay is not None  # recorded by the guards of the reset and steps above
+        if child._replay.last != replay.last:
+            raise EnvError(
+                f"{type(env).__name__}: replaying {len(replay.actions)} actions did not reach the episode's "
+                "state (the env is not deterministic); it cannot fork by replay: set fork_capability='none'"
+            )
+    except BaseException:
+        child.close()
+        raise
+    return child
 
 
 def _tracking_reset(reset: Callable[..., Any]) -> Callable[..., Any]:
@@ -155,7 +253,11 @@ def _tracking_reset(reset: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException:
             self._phase = "before_reset"  # a subclass's reset can fail after its parent's succeeded
             raise
-        self._phase = "running"
+        self._phase, self._turns_taken = "running", 0
+        if self.fork_capability == "replay":
+            observation, info = result
+            last = (observation, info.get(INFO_STATE_KEY))
+            self._replay = _Replay(args, copy.deepcopy(kwargs), [], last)
         return result
 
     setattr(tracking_reset, _GUARD_MARK, True)
@@ -167,8 +269,18 @@ def _guarded_step(step: Callable[[Env, Action], StepResult]) -> Callable[[Env, A
 
     @functools.wraps(step)
     def guarded_step(self: Env, action: Action) -> StepResult:
-        _check_running(self)
-        result = step(self, action)
+        if self._stepping:  # a subclass's step calling its parent's: the outer guard does the bookkeeping
+            return step(self, action)
+        _check_running(self, "step")
+        self._stepping = True
+        try:
+            result = step(self, action)
+        finally:
+            self._stepping = False
+        self._turns_taken += 1
+        if self._replay is not None:
+            self._replay.actions.append(action)
+            self._replay = self._replay._replace(last=(result[0], result[4].get(INFO_STATE_KEY)))
         if result[2] or result[3]:
             self._phase = "over"
         return result
@@ -177,10 +289,32 @@ def _guarded_step(step: Callable[[Env, Action], StepResult]) -> Callable[[Env, A
     return guarded_step
 
 
-def _check_running(env: Env) -> None:
+def _guarded_fork(fork: Callable[[Env], Env]) -> Callable[[Env], Env]:
+    """`fork`, refused before reset, after the episode's end and by an env that cannot fork; the fork is
+    marked reset, with this env's turn count and recorded episode."""
+
+    @functools.wraps(fork)
+    def guarded_fork(self: Env) -> Env:
+        _check_running(self, "fork")
+        if self.fork_capability not in FORK_CAPABILITIES or self.fork_capability == "none":
+            raise ForkUnsupported(
+                f"{type(self).__name__} cannot fork (fork_capability={self.fork_capability!r}); "
+                "play independent episodes with it instead of branching"
+            )
+        child = fork(self)
+        child._phase, child._turns_taken = "running", self._turns_taken
+        if self._replay is not None:
+            child._replay = self._replay._replace(actions=list(self._replay.actions))
+        return child
+
+    setattr(guarded_fork, _GUARD_MARK, True)
+    return guarded_fork
+
+
+def _check_running(env: Env, call: str) -> None:
     if env._phase == "before_reset":
         raise EnvError(
-            f"{type(env).__name__}.step() was called before reset(); "
+            f"{type(env).__name__}.{call}() was called before reset(); "
             "call reset(options={'task': ...}) first"
         )
     if env._phase == "over":

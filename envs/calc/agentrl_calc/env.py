@@ -16,6 +16,10 @@ the agent does changes the task, so what distinguishes its states is what it has
 that ran code printing the same thing are in the same state, and the first state of part k is one state
 for every episode of a task, whatever it answered before (the key holds the part index, not the answers).
 Files the agent writes into the sandbox's /work are not part of the key (grading never reads them).
+
+Fork: "sandbox": the episode's state is copied, and once python has run, the sandbox is forked (a copy of
+its /work in a sandbox of the pool, `DockerSandbox.fork`), so a snippet that reads a file an earlier one
+wrote reads the same in the fork.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
-from agentrl.env import Env, StepResult, render_tool_call, text_state_key, tool_spec
+from agentrl.env import Env, StepResult, copy_env, render_tool_call, text_state_key, tool_spec
 from agentrl.errors import EnvError
 from agentrl.sandbox.base import ExecResult
 from agentrl.sandbox.docker import DockerSandbox
@@ -198,6 +202,7 @@ class CalcEnv(Env):
 
     tools = (PYTHON_TOOL, SUBMIT_TOOL)
     examples = few_shot_examples()  # one part; an instance with parts=K has its own (see __init__)
+    fork_capability = "sandbox"
     scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
 
     def __init__(
@@ -270,6 +275,20 @@ class CalcEnv(Env):
                 info.update(success=all(self._correct), parts_correct=sum(self._correct))
         truncated = episode_over and not terminated
         return StepResult(observation, outcome.reward, terminated, truncated, info)
+
+    def fork(self) -> CalcEnv:
+        """A copy of this episode; its sandbox (when python has run) a fork of this one's workdir."""
+        child = copy_env(self, reopened=("_sandbox",))
+        assert isinstance(child, CalcEnv)
+        if self._sandbox is not None:
+            task_id = self._task["id"] if self._task else None
+            target = acquire_sandbox(self.sandbox_config, self.sandbox_labels, self.pool_size, task_id)
+            try:
+                child._sandbox = self._sandbox.fork(target=target)
+            except BaseException:
+                discard_sandbox(target, self.sandbox_config, self.sandbox_labels, self.pool_size)
+                raise
+        return child
 
     def _key(self, observation: str) -> str:
         assert self._task is not None

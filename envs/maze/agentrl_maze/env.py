@@ -13,6 +13,8 @@ ends the episode with reward 1.0; otherwise every step gives 0 and the episode i
 A turn with no usable move gets an error observation naming the format, reward 0 and
 `info["invalid"] = True` (the trainer's credit step applies the invalid-action penalty).
 
+Fork: "copy" (`Env.fork` deep-copies the board, position, key and step count).
+
 State key: `text_state_key` of the task id and the rendered board (agent cell and whether the key is still
 on the floor): the canonical board state, not the history, so the same cell reached by different paths is
 the same state. Observations are the board plus, at level 3, a short line when the key is taken or the door
@@ -165,6 +167,7 @@ class MazeEnv(Env):
     tools = (MOVE_TOOL,)
     examples = few_shot_examples()
     blocking = False
+    fork_capability = "copy"
     scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
 
     def __init__(

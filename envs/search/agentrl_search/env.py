@@ -96,6 +96,8 @@ class _Outcome(NamedTuple):
 class SearchEnv(Env):
     """Question answering with a sandboxed retriever; see the module docstring."""
 
+    fork_capability = "copy"  # the episode's state is the task and the passages seen; the corpus is shared
+    fork_reopened = ("_leased",)  # the fork leases the process-wide retriever itself on its first search
     scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
 
     def __init__(

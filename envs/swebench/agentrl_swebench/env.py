@@ -23,6 +23,9 @@ pass when every PASS_TO_PASS test still does. The final step's info carries the 
 
 State key: `workspace_state_key` of the workdir (`.git` and caches ignored), after reset and every step.
 
+Fork: "sandbox": `fork()` copies the episode's state and forks the sandbox (the workdir, `.git` included,
+into a sandbox of the same image); processes and files outside the workdir are not copied.
+
 What this is not: a sandbox or a grader of its own. Sandbox failures raise `SandboxError` subclasses: they
 are infrastructure failures, never a reward of 0.
 """
@@ -35,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from agentrl.env import Env, StepResult
+from agentrl.env import Env, StepResult, copy_env
 from agentrl.errors import EnvError
 from agentrl.sandbox.docker import DockerSandbox
 from agentrl.sandbox.limits import SandboxConfig
@@ -66,6 +69,7 @@ class SWEBenchEnv(Env):
     """Repository repair with bash/view/str_replace/submit tools; see the module docstring."""
 
     tools = tools.TOOLS
+    fork_capability = "sandbox"
     scripted_policy = staticmethod(scripted_policy)  # demonstrations (agentrl demos)
     examples = (
         {"role": "user", "content": "<issue>\ntest_add fails: assert add(2, 2) == 4\n</issue>"},
@@ -174,6 +178,23 @@ class SWEBenchEnv(Env):
     def close(self) -> None:
         self._close_sandbox()
         super().close()
+
+    def fork(self) -> SWEBenchEnv:
+        """A copy of this episode whose sandbox is a fork of this one's (the workdir, `.git` included,
+        copied into an emptied workdir of a sandbox of the same image: an official image's /testbed is not
+        empty)."""
+        parent = self._require_sandbox()
+        child = copy_env(self, reopened=("_sandbox",))
+        assert isinstance(child, SWEBenchEnv)
+        target = self._acquire(self._require_instance())
+        try:
+            workdir = self.sandbox_config.workdir
+            target.exec(["find", workdir, "-mindepth", "1", "-delete"], timeout=self.command_timeout_s)
+            child._sandbox = parent.fork(target=target)
+        except BaseException:
+            self._discard(target)
+            raise
+        return child
 
     # --- tools ---
 

@@ -15,9 +15,13 @@ on, `[id] kind "text"`, ids stable while the element lives. With `screenshot=Tru
 holds a base64 PNG of the viewport after each reset and step. State key: `text_state_key` of (task id,
 rendering): the rendering is the page state the agent can see.
 
-Fork: unsupported. The state of a browser episode lives in Chromium's memory (DOM, JS heap, history), not
-in the sandbox's files, so copying the container's workdir (what sandbox fork does) cannot copy it;
-replaying the action prefix on a fresh page is the honest way to branch and is not implemented.
+Fork: "replay". The state of a browser episode lives in Chromium's memory (DOM, JS heap, history), not in
+the sandbox's files, so copying the container's workdir (what sandbox fork does) cannot copy it. A fork is
+a fresh env (`spawn`) reset on the same task and stepped with the episode's actions: both page kinds are
+seeded (MiniWoB's `Math.seedrandom(seed)` with its timer off, the shop generated from its seed) and element
+ids are numbered in page order, so the replay reaches the same page; `Env.fork` checks that it ends in the
+same observation and state key and raises `EnvError` if not. It costs a browser start plus one action per
+turn taken.
 
 What this is not: the in-sandbox driver (`agentrl_web.driver`) or the task lists (`agentrl_web.tasks`).
 Sandbox or driver failures raise (`SandboxError`, `EnvError`); they are never a reward of 0.
@@ -175,6 +179,7 @@ class WebEnv(Env):
     """The shared browser protocol; subclasses say how to open a task, its header and its reward."""
 
     tools = TOOLS
+    fork_capability = "replay"
 
     def __init__(
         self,
@@ -230,6 +235,16 @@ class WebEnv(Env):
     def close(self) -> None:
         self._close_sandbox()
         super().close()
+
+    def spawn(self) -> WebEnv:
+        """A fresh env of this configuration (what a fork replays the episode into)."""
+        return type(self)(
+            sandbox=self.sandbox_config,
+            max_steps=self.max_steps,
+            screenshot=self.screenshot,
+            pool_size=self.pool_size,
+            sandbox_labels=self.sandbox_labels,
+        )
 
     # what subclasses define
     def validate_task(self, task: Any) -> dict[str, Any]:
