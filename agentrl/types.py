@@ -66,6 +66,17 @@ class SessionStart:
 
 
 @dataclass(frozen=True)
+class ForkedSession:
+    """One fork of an env session (`EnvClient.fork_session`): a new session in its parent's state, ready to
+    step. `state_key` is the parent's state key when it forked (its last step's, or its reset's);
+    `turn_index` the turns the parent had taken, so the index of the fork's next turn."""
+
+    session_id: str
+    state_key: Any
+    turn_index: int
+
+
+@dataclass(frozen=True)
 class Turn:
     """One assistant turn and the env's answer to it.
 
@@ -109,6 +120,13 @@ class Episode:
     it. `error` is set only for infrastructure failures (`stop_reason == "infra_error"`), which are never
     used as training signal. `attempts` counts plays of this slot: > 1 when earlier plays ended in an
     infrastructure failure and were re-run (`agentrl.agent.retry`).
+
+    Tree rollouts (issue 42): `parent_id` is the `episode_id` of the episode this one branched from (None
+    for an episode played from the task's start), and `branch_turn` the index of the first turn it does NOT
+    share with that parent: `turns[:branch_turn]` are the parent's turns, copied (same tokens, rewards and
+    state keys), and the branch played its own turns from the parent's state after turn `branch_turn - 1`
+    (the task's initial state when 0). A tree's episodes share one `group_id`. Credit assignment trains a
+    copied turn once, as its original (docs/credit.md, "Trees").
     """
 
     episode_id: str
@@ -123,6 +141,8 @@ class Episode:
     error: str | None = None
     attempts: int = 1
     first_observation: str | None = None  # what the env showed at reset (the task prompt)
+    parent_id: str | None = None
+    branch_turn: int | None = None
 
     @property
     def reward(self) -> float:
@@ -155,10 +175,18 @@ class StepBatch:
     outcome:  [E] float or None       IGPO's final-turn score
     reward_components: [S, C] float or None   GDPO's per-step reward components (summing to no particular
                                               total; the env decides what they are)
+    parent:      [E] int or None   tree rollouts: the batch index of the episode each one branched from, -1
+                                   for none; None for a flat batch (no episode has a parent)
+    branch_step: [E] int or None   the first step an episode does not share with its parent (0 for roots);
+                                   steps 0..branch_step-1 and states 0..branch_step are copies of the parent's
 
     Derived once, when the batch is built (so every estimator works on integers only):
     state_codes:  [S + E] int  `intern_keys(states)`
     action_codes: [S] int or None  `intern_keys(actions)`
+    origin:       [S] int   the row of the step each row is a copy of, followed to the first original
+                            (a row's own index when it is not a copy): one decision node per value
+    state_origin: [S + E] int  the same for the entries of `states`
+    shared_copy:  [S] bool  origin != own row: a copied prefix step, which must not be trained again
     """
 
     group: np.ndarray
@@ -171,13 +199,27 @@ class StepBatch:
     answer_probs: np.ndarray | None = None
     outcome: np.ndarray | None = None
     reward_components: np.ndarray | None = None
+    parent: np.ndarray | None = None
+    branch_step: np.ndarray | None = None
     state_codes: np.ndarray = field(init=False, repr=False, compare=False)
     action_codes: np.ndarray | None = field(init=False, repr=False, compare=False)
+    origin: np.ndarray = field(init=False, repr=False, compare=False)
+    state_origin: np.ndarray = field(init=False, repr=False, compare=False)
+    shared_copy: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_codes", intern_keys(self.states))
         codes = None if self.actions is None else intern_keys(self.actions)
         object.__setattr__(self, "action_codes", codes)
+        origin, state_origin = copy_origins(self.lengths, self.parent, self.branch_step)
+        object.__setattr__(self, "origin", origin)
+        object.__setattr__(self, "state_origin", state_origin)
+        object.__setattr__(self, "shared_copy", origin != np.arange(origin.size))
+
+    @property
+    def is_tree(self) -> bool:
+        """True when some episode branched from another one in the batch."""
+        return self.parent is not None and bool((self.parent >= 0).any())
 
     @property
     def num_episodes(self) -> int:
@@ -205,3 +247,46 @@ def intern_keys(keys: Sequence[Hashable]) -> np.ndarray:
     if None in table:
         codes[codes == table[None]] = -1
     return codes
+
+
+def copy_origins(
+    lengths: np.ndarray, parent: np.ndarray | None, branch_step: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """([S] int, [S + E] int): for every step row and every state entry, the row (entry) it is a copy of,
+    followed up the tree to the first original; identity for a flat batch.
+
+    lengths [E] int T_i; parent [E] int (-1: none); branch_step [E] int b_i: steps t < b_i of episode i are
+    copies of its parent's steps t, and its states t <= b_i copies of the parent's states t. Parents must
+    form a forest with b_i <= min(T_i, T_parent) (`agentrl.credit.batch` checks this with clear errors).
+    """
+    steps, episodes = int(lengths.sum()), int(lengths.size)
+    origin = np.arange(steps, dtype=np.int64)
+    state_origin = np.arange(steps + episodes, dtype=np.int64)
+    if parent is None or branch_step is None or not (parent >= 0).any():
+        return origin, state_origin
+    first_step = np.cumsum(lengths) - lengths
+    first_state = first_step + np.arange(episodes)
+    for child in _parents_first(parent):
+        up, shared = int(parent[child]), int(branch_step[child])
+        origin[first_step[child] : first_step[child] + shared] = origin[
+            first_step[up] : first_step[up] + shared
+        ]
+        span = slice(first_state[up], first_state[up] + shared + 1)
+        state_origin[first_state[child] : first_state[child] + shared + 1] = state_origin[span]
+    return origin, state_origin
+
+
+def _parents_first(parent: np.ndarray) -> list[int]:
+    """The episodes that have a parent, each after its parent (a ValueError on a cycle)."""
+    depth = np.full(parent.size, -1, dtype=np.int64)
+    depth[parent < 0] = 0
+    for _ in range(parent.size):
+        pending = depth < 0
+        if not pending.any():
+            break
+        ready = pending & (depth[np.maximum(parent, 0)] >= 0)
+        depth[ready] = depth[parent[ready]] + 1
+    if (depth < 0).any():
+        raise ValueError("episode parent links form a cycle")
+    children = np.flatnonzero(parent >= 0)
+    return children[np.argsort(depth[children], kind="stable")].tolist()

@@ -28,6 +28,8 @@ from agentrl.credit.hgpo import HGPOConfig, hgpo
 from agentrl.credit.igpo import IGPOConfig, igpo
 from agentrl.credit.mc_grpo import MCGRPOConfig, mc_grpo
 from agentrl.credit.salt import SALTConfig, salt
+from agentrl.credit.tree import merge_shared
+from agentrl.credit.tree_grpo import TreeGRPOConfig, tree_grpo
 from agentrl.errors import ConfigError
 from agentrl.typed import build
 from agentrl.types import StepBatch
@@ -58,6 +60,7 @@ ESTIMATORS: dict[str, EstimatorEntry] = {
     "hgpo": EstimatorEntry(hgpo, HGPOConfig),
     "salt": EstimatorEntry(salt, SALTConfig),
     "igpo": EstimatorEntry(igpo, IGPOConfig, needs=("answer_probs",)),
+    "tree_grpo": EstimatorEntry(tree_grpo, TreeGRPOConfig),
 }
 
 
@@ -81,11 +84,16 @@ def make_config(name: str, **options: Any) -> Any:
 
 def estimate(name: str, batch: StepBatch, config: Any = None, **options: Any) -> np.ndarray:
     """[S] float advantages of every step in `batch` under estimator `name`, with its typed `config`
-    (e.g. a run config's `credit.settings`) or one built from keyword `options`."""
+    (e.g. a run config's `credit.settings`) or one built from keyword `options`.
+
+    On a tree batch every estimator's values are merged per decision node (`tree.merge_shared`): a copied
+    prefix step gets its original's advantage, the mean over the trajectories through it, and
+    `batch.shared_copy` marks the copies the trainer must not train again (docs/credit.md, "Trees")."""
     settings = config if config is not None else make_config(name, **options)
     if batch.num_steps == 0:
         return np.zeros(0, dtype=np.float64)
-    return np.asarray(entry(name).fn(batch, settings), dtype=np.float64)
+    values = np.asarray(entry(name).fn(batch, settings), dtype=np.float64)
+    return merge_shared(values, batch) if batch.is_tree else values
 
 
 def estimate_records(name: str, records: Sequence[Mapping[str, Any]], **options: Any) -> list[list[float]]:
@@ -106,6 +114,7 @@ __all__ = [
     "MCGRPOConfig",
     "RLOOConfig",
     "SALTConfig",
+    "TreeGRPOConfig",
     "episodes_to_batch",
     "estimate",
     "estimate_records",

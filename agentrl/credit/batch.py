@@ -17,15 +17,19 @@ from typing import Any
 import numpy as np
 
 from agentrl.errors import ConfigError
-from agentrl.types import Episode, StepBatch, Turn
+from agentrl.types import Episode, StepBatch, Turn, copy_origins
 
 
 def episodes_to_batch(episodes: Sequence[Episode]) -> StepBatch:
     """One row per turn; group = episode.group_id, states = episode.state_keys, valid = not turn.invalid.
 
     answer_probs = the turns' `answer_prob` (IGPO) when every turn of every episode has one, else None.
+    Tree links: an episode whose `parent_id` names another episode of the batch becomes a record with
+    "parent" (that episode's index) and "branch_turn"; a parent that is not in the batch (e.g. left out as
+    an infrastructure failure) leaves the episode a root, so its copied prefix is trained with it.
     """
     with_probs = _all_turns_have_answer_probs(episodes)
+    index_of = {episode.episode_id: index for index, episode in enumerate(episodes)}
     records = [
         {
             "group": episode.group_id,
@@ -34,6 +38,11 @@ def episodes_to_batch(episodes: Sequence[Episode]) -> StepBatch:
             "valid": [not turn.invalid for turn in episode.turns],
             "actions": [action_key(turn) for turn in episode.turns],
             **({"answer_probs": [turn.answer_prob for turn in episode.turns]} if with_probs else {}),
+            **(
+                {"parent": index_of[episode.parent_id], "branch_turn": episode.branch_turn or 0}
+                if episode.parent_id in index_of
+                else {}
+            ),
         }
         for episode in episodes
     ]
@@ -65,6 +74,7 @@ def records_to_batch(records: Sequence[Mapping[str, Any]]) -> StepBatch:
     group = np.array([labels.setdefault(r["group"], len(labels)) for r in records], dtype=np.int64)
     lengths = np.array([len(r["rewards"]) for r in records], dtype=np.int64)
     episode = np.repeat(np.arange(len(records), dtype=np.int64), lengths)
+    parent, branch_step = _tree_links(records, group, lengths)
     return StepBatch(
         group=group,
         episode=episode,
@@ -78,6 +88,8 @@ def records_to_batch(records: Sequence[Mapping[str, Any]]) -> StepBatch:
         if _all_have(records, "outcome")
         else None,
         reward_components=_optional_array(records, "reward_components"),
+        parent=parent,
+        branch_step=branch_step,
     )
 
 
@@ -104,6 +116,54 @@ def _check_record(index: int, record: Mapping[str, Any]) -> None:
             raise ConfigError(
                 f"record {index}: {key} must have one entry per step ({steps}), got {len(record[key])}"
             )
+
+
+def _tree_links(
+    records: Sequence[Mapping[str, Any]], group: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """([E] parent index or -1, [E] branch step) from the records' optional "parent" (the index of the record
+    this one branched from, or None) and "branch_turn"; (None, None) when no record has a parent."""
+    parents = [record.get("parent") for record in records]
+    if all(up is None for up in parents):
+        return None, None
+    parent = np.array([-1 if up is None else up for up in parents], dtype=np.int64)
+    branch = np.array([0 if up is None else record.get("branch_turn", -1) for up, record in
+                       zip(parents, records, strict=True)], dtype=np.int64)  # fmt: skip
+    for index in np.flatnonzero(parent >= 0).tolist():
+        _check_link(index, int(parent[index]), int(branch[index]), records, group, lengths)
+    try:
+        copy_origins(lengths, parent, branch)
+    except ValueError as error:
+        raise ConfigError(f"records' parent links are not a tree: {error}") from None
+    return parent, branch
+
+
+def _check_link(
+    index: int,
+    up: int,
+    branch: int,
+    records: Sequence[Mapping[str, Any]],
+    group: np.ndarray,
+    lengths: np.ndarray,
+) -> None:
+    """A branch must name another record of its own group and share a prefix that both records have."""
+    if not 0 <= up < len(records) or up == index:
+        raise ConfigError(f"record {index}: parent must be the index of another record, got {up}")
+    if group[up] != group[index]:
+        raise ConfigError(f"record {index}: a branch must be in its parent's group (record {up})")
+    if not 0 <= branch <= min(lengths[index], lengths[up]):
+        raise ConfigError(
+            f"record {index}: branch_turn must be in 0..{min(lengths[index], lengths[up])} "
+            f"(the turns it shares with record {up}), got {branch}"
+        )
+    mine, theirs = records[index], records[up]
+    if list(mine["states"][: branch + 1]) != list(theirs["states"][: branch + 1]) or list(
+        mine["rewards"][:branch]
+    ) != list(theirs["rewards"][:branch]):
+        raise ConfigError(
+            f"record {index}: its first {branch} turns must be copies of record {up}'s "
+            "(same states and rewards)"
+        )
 
 
 def _concat(records: Sequence[Mapping[str, Any]], key: str, default: Any = None) -> list[Any]:

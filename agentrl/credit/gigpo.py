@@ -13,6 +13,19 @@ distinct state keys are clustered greedily in order of first appearance; a key j
 whose first member has `difflib.SequenceMatcher` ratio >= `similarity_threshold`, else it founds a new
 cluster. This loops over distinct keys per group (not over steps) and costs O(U^2) ratio calls per group.
 
+Trees (tree rollouts, docs/credit.md "Trees"): a branch's copied prefix steps and their original are ONE
+decision node (`StepBatch.origin`), reached by every trajectory that continues from it. GiGPO groups the
+steps taken in one anchor state (Feng et al. 2025, arXiv 2505.10978, sec. 4.2: the step-level group of an
+anchor state collects the actions taken from it across the group's trajectories); a prefix step copied into
+k branches was taken once, so it enters its anchor group once, as its node, with the node's return
+
+    R_t(node) = mean of R_t over the trajectories through the node          (each trajectory's own R_t)
+
+and every copy gets its node's A^S. The episode term of a node is likewise the mean of A^E over the
+trajectories through it (`tree.merge_shared`). At a branch point the state key is the parent's by
+construction (`segments.state_ids`), so the siblings' first own steps always share one anchor group.
+On a flat batch every step is its own node and this is the paper's estimator unchanged.
+
 What this is not: a state-key function (envs provide `info["state_key"]`) and not a loss.
 """
 
@@ -34,6 +47,7 @@ from agentrl.credit.common import (
     group_normalise,
 )
 from agentrl.credit.segments import dense_ids, step_state_ids
+from agentrl.credit.tree import merge_shared
 from agentrl.errors import ConfigError
 from agentrl.types import StepBatch
 
@@ -73,12 +87,20 @@ class GiGPOConfig:
 def gigpo(batch: StepBatch, config: GiGPOConfig) -> np.ndarray:
     """[S] float: A^E + step_weight * A^S for every step (see the module docstring)."""
     rewards = apply_invalid_penalty(batch.rewards, batch.valid, config.invalid_penalty)
-    episode_term = episode_advantages(batch, rewards, config.mode, config.episode_stats)
+    episode_term = merge_shared(episode_advantages(batch, rewards, config.mode, config.episode_stats), batch)
     if config.step_weight == 0.0:
         return episode_term
-    step_returns = discounted_returns(batch, rewards, config.gamma)
+    # R_t = sum_k gamma^(k-t) r_k (paper eq. 5), then one value per decision node (a tree's shared steps)
+    step_returns = merge_shared(discounted_returns(batch, rewards, config.gamma), batch)
     anchors = similarity_anchor_ids(batch, config.similarity_threshold) if config.similarity_anchors else None
-    step_term = group_normalise(step_returns, anchor_ids(batch) if anchors is None else anchors, config.mode)
+    anchors = anchor_ids(batch) if anchors is None else anchors
+    if not batch.is_tree:
+        step_term = group_normalise(step_returns, anchors, config.mode)  # A^S, paper eq. 6
+    else:  # copies stay out of the anchor statistics and take their original's A^S
+        originals = ~batch.shared_copy
+        step_term = np.zeros(batch.num_steps)
+        step_term[originals] = group_normalise(step_returns[originals], anchors[originals], config.mode)
+        step_term = step_term[batch.origin]
     return episode_term + config.step_weight * step_term
 
 

@@ -10,6 +10,10 @@ the graph, and each occurrence gets the mean of the base advantages of all occur
 A transition seen once keeps its episode's advantage, so shared neutral steps of successful and failed paths
 move toward 0 while decisive steps keep their sign. A transition touching a `None` state never merges.
 
+Trees (docs/credit.md "Trees"): a branch's copied prefix steps ARE their original's node, by the tree
+links (`StepBatch.origin`), not by key equality, so the shared prefix merges exactly even with `None` state
+keys; each trajectory through a node is one occurrence of it (the original and its k copies: k + 1).
+
 What this is not: a graph library; the "graph" is a dense id per (group, state, action, next state).
 """
 
@@ -68,4 +72,5 @@ def transition_ids(batch: StepBatch) -> np.ndarray:
             "give the records an 'actions' list (episodes_to_batch fills it from the turns)"
         )
     before, after = step_state_ids(batch)
-    return combine_ids(before, actions, after)
+    nodes = combine_ids(before, actions, after)
+    return nodes[batch.origin] if batch.is_tree else nodes

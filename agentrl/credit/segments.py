@@ -94,8 +94,12 @@ def _ranks_by_packed_sort(values: np.ndarray, index_bits: int) -> np.ndarray:
 
 
 def state_ids(batch: StepBatch) -> np.ndarray:
-    """[S + E] int ids of every entry of `batch.states`, grouped by task group (see the module docstring)."""
-    return group_key_ids(batch.state_codes, state_groups(batch))
+    """[S + E] int ids of every entry of `batch.states`, grouped by task group (see the module docstring).
+
+    In a tree batch a copied state entry takes its original's id, so a branch shares its prefix states and
+    its branch-point state with its parent by construction, even where the env reports `None` keys."""
+    ids = group_key_ids(batch.state_codes, state_groups(batch))
+    return ids[batch.state_origin] if batch.is_tree else ids
 
 
 def state_groups(batch: StepBatch) -> np.ndarray:
