@@ -18,7 +18,9 @@ Replicas: `EnvClient([url_a, url_b])`, or a fleet whose replicas come and go: `E
 asks `discover` for the live ones every `ClientConfig.rediscover_s` and whenever none it knows can take a
 session (`agentrl/service/ray_fleet.py`). `create_session` goes round robin to the next replica not recently
 seen failing, and on an unreachable, full or failing replica tries the next one; a session then stays pinned
-to the replica that created it, because only that replica holds its env. If that replica dies, `step` raises
+to the replica that created it, because only that replica holds its env; `fork_session` goes to the
+parent's replica (and socket), where its forks then live, pinned like the parent. If that replica dies,
+`step` (and `fork_session`) raises
 `ServiceUnavailable` and the runner ends the episode as an infrastructure failure
 (`stop_reason="infra_error"`); the next episode's `create_session` lands on a live replica. Over "ws" a
 session is also pinned to its socket: the service closes a socket's sessions when it closes, so once a socket
@@ -29,7 +31,7 @@ Retries: only idempotent calls (`health`, `list_envs`, `close_session`) are retr
 times with exponential backoff, on connection errors and 429/502/503/504, waiting Retry-After when the
 service sends it. `create_session` tries each replica once without waiting (a replica that refused, or
 could not be reached, created nothing; one that died mid-request leaves an orphan its idle reaper closes).
-`step` is never retried: it is not idempotent.
+`step` and `fork_session` are never retried: they are not idempotent.
 
 Errors, by what the caller should do (the same for both wires; over "ws" the status travels in the reply).
 Only `ServiceUnavailable` is an infrastructure failure (`agentrl.errors.INFRA_ERRORS`: the runner re-plays
@@ -41,6 +43,7 @@ the episode); every `RequestRejected` is the caller's mistake, never retried, an
     404 for a session                                     -> SessionNotFound
     404 for an env id                                     -> EnvNotFound         (message has suggestions)
     409 a step after the episode ended                    -> EpisodeOver
+    409 a fork of a session whose env cannot fork         -> ForkUnsupported
     422 the env rejected the task or seed at reset        -> InvalidTask
     422 malformed request body                            -> InvalidRequest
     413 and any other 4xx                                 -> RequestRejected     (with the server's message)
@@ -79,7 +82,7 @@ from agentrl.errors import (
     ServiceUnavailable,
     SessionNotFound,
 )
-from agentrl.types import Action, SessionStart
+from agentrl.types import Action, ForkedSession, SessionStart
 from agentrl.wire import (
     FRAME_BYTES,
     HTTP_ERROR,
@@ -240,6 +243,23 @@ class EnvClient:
         else:
             data = await self._call(replica, "POST", f"/v1/sessions/{session_id}/step", body)
         return StepResult(**data)
+
+    async def fork_session(self, session_id: str, n: int = 1) -> list[ForkedSession]:
+        """n new sessions in the state of `session_id` (`Env.fork` on its replica, where they stay)."""
+        replica = self._pinned.get(session_id, self.replicas[0])
+        body = {"n": n}
+        socket = None
+        if self.config.transport == "ws":
+            socket = self._session_sockets.get(session_id) or await self._socket(replica)
+            data = await self._ws_call(replica, socket, "fork", session_id, body)
+        else:
+            data = await self._call(replica, "POST", f"/v1/sessions/{session_id}/fork", body)
+        forks = [ForkedSession(**fork) for fork in data["sessions"]]
+        for fork in forks:
+            self._pinned[fork.session_id] = replica
+            if socket is not None:
+                self._session_sockets[fork.session_id] = socket
+        return forks
 
     async def close_session(self, session_id: str) -> None:
         """Close a session; one that is already gone (closed, expired, lost with its socket) is fine."""

@@ -1,7 +1,8 @@
 """What every episode player shares: the env session's lifecycle, the player contract, the `Episode` builder.
 
 What this is:
-- `SessionClient`, the env service as a player sees it (`agentrl.client.EnvClient` implements it);
+- `SessionClient`, the env service as a player sees it (`agentrl.client.EnvClient` implements it), and
+  `ForkingClient`, one that can also fork a session (tree rollouts);
 - `EpisodeSession`, the one session context manager: `open` resets the env; leaving the block always closes
   the session (also on failure or cancellation) and turns an infrastructure failure
   (`agentrl.errors.INFRA_ERRORS`: a lost sandbox, an unavailable service) into data (`infra_error`) instead
@@ -28,7 +29,7 @@ from agentrl.agent.engines.base import Engine, SamplingParams
 from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.env.core import StepResult
 from agentrl.errors import INFRA_ERRORS, ConfigError
-from agentrl.types import Action, Episode, SessionStart, StopReason, Turn
+from agentrl.types import Action, Episode, ForkedSession, SessionStart, StopReason, Turn
 
 
 class SessionClient(Protocol):
@@ -37,6 +38,13 @@ class SessionClient(Protocol):
     async def create_session(self, env_id: str, task: Mapping[str, Any], seed: int) -> SessionStart: ...
     async def step(self, session_id: str, action: Action) -> StepResult: ...
     async def close_session(self, session_id: str) -> None: ...
+
+
+class ForkingClient(SessionClient, Protocol):
+    """A `SessionClient` that can also fork a live session (`agentrl.client.EnvClient.fork_session`): n new
+    sessions in its state, on its replica. `ForkUnsupported` when the env cannot fork."""
+
+    async def fork_session(self, session_id: str, n: int = 1) -> list[ForkedSession]: ...
 
 
 class EpisodePlayer(Protocol):

@@ -62,6 +62,23 @@ class StepResponse(_Strict):
     info: dict[str, Any]
 
 
+class ForkRequest(_Strict):
+    n: int = Field(default=1, ge=1)
+    """Copies to make; at most the service's `max_forks` (a larger n is a 422)."""
+
+
+class ForkedSessionModel(_Strict):
+    """One fork: a new session in its parent's state, ready to step (see `agentrl.types.ForkedSession`)."""
+
+    session_id: str
+    state_key: Any
+    turn_index: int
+
+
+class ForkResponse(_Strict):
+    sessions: list[ForkedSessionModel]
+
+
 class EnvInfoModel(_Strict):
     id: str
     entry_point: str
@@ -81,11 +98,11 @@ class HealthResponse(_Strict):
 class WsRequest(_Strict):
     """One request inside a frame of the WebSocket wire (`/v1/ws`); see `agentrl.service.routers.ws`.
 
-    `body` is a `CreateSessionRequest` for "create" and a `StepRequest` for "step"; "step" and "close" name
-    their `session_id`. The reply carries the same `id`."""
+    `body` is a `CreateSessionRequest` for "create", a `StepRequest` for "step" and a `ForkRequest` for
+    "fork"; "step", "fork" and "close" name their `session_id`. The reply carries the same `id`."""
 
     id: int = Field(ge=0)
-    op: Literal["create", "step", "close"]
+    op: Literal["create", "step", "fork", "close"]
     session_id: str | None = None
     body: dict[str, Any] | None = None
 

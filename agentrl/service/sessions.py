@@ -1,4 +1,4 @@
-"""Live env sessions of the service: create, step, close, expire.
+"""Live env sessions of the service: create, step, fork, close, expire.
 
 What this is: `SessionManager`, a dict of env instances by uuid session id. Env calls block (a sandboxed
 env talks to Docker), so each runs in the thread pool; a per-session `asyncio.Lock` keeps the steps of one
@@ -7,6 +7,12 @@ idle for longer than `idle_timeout_s`; shutdown closes them all. A step running 
 `step_timeout_s` raises `StepTimedOut` at once; its thread cannot be interrupted, so the session is retired
 (unknown to new requests) and its env is closed when the step finally returns. Counts go to
 `ServiceMetrics`.
+
+Fork: `fork(session_id, n)` makes n new sessions from `Env.fork()` of the session's env (under its lock, in
+the thread pool), counted against `max_sessions` like creates. A fork's id is `<root>.<uuid>`, where `<root>`
+is the id of the created session its tree started from, so a balancer that routes a session by its id can
+route a whole tree by the part before the dot (sandboxes/lb/haproxy.cfg.in); `tree_size` counts a tree's
+live sessions.
 
 What this is not: HTTP. Handlers translate; the errors raised here (all from `agentrl.errors`) are mapped
 to status codes in one place (`agentrl.wire.STATUS_OF_ERROR`, applied by `agentrl/service/app.py`).
@@ -29,6 +35,7 @@ from agentrl.env import Env, StepResult, make
 from agentrl.errors import (
     INFRA_ERRORS,
     EpisodeOver,
+    InvalidRequest,
     InvalidTask,
     SessionLimitReached,
     SessionNotFound,
@@ -36,7 +43,7 @@ from agentrl.errors import (
 )
 from agentrl.service.metrics import ServiceMetrics
 from agentrl.service.settings import ServiceSettings
-from agentrl.types import Action, SessionStart
+from agentrl.types import Action, ForkedSession, SessionStart
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +57,7 @@ class Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     done: bool = False
     closed: bool = False
+    state_key: Any = None  # after the reset or the last step: what a fork starts from
 
 
 class SessionManager:
@@ -72,21 +80,61 @@ class SessionManager:
         return len(self._sessions)
 
     async def create(self, env_id: str, task: Mapping[str, Any], seed: int) -> SessionStart:
-        if len(self._sessions) + self._reserved >= self.settings.max_sessions:
-            raise SessionLimitReached(
-                f"the env service holds its maximum of {self.settings.max_sessions} sessions; "
-                "retry later, close finished sessions, or raise max_sessions"
-            )
+        self._check_room(1)
         self._reserved += 1
         try:
             kwargs = dict(self.settings.env_kwargs.get(env_id, {}))
             env, observation, info = await run_in_threadpool(_open_env, env_id, kwargs, dict(task), seed)
         finally:
             self._reserved -= 1
-        session = Session(session_id=uuid.uuid4().hex, env_id=env_id, env=env, last_used=self._clock())
+        session = Session(uuid.uuid4().hex, env_id, env, self._clock(), state_key=info.get("state_key"))
         self._sessions[session.session_id] = session
         self.metrics.sessions_created += 1
         return SessionStart(session.session_id, observation, info, _tools(env), _examples(env))
+
+    async def fork(self, session_id: str, n: int) -> list[ForkedSession]:
+        """n new sessions, each in the state of `session_id`'s env (`Env.fork`)."""
+        if not 1 <= n <= self.settings.max_forks:
+            raise InvalidRequest(
+                f"invalid request: n must be between 1 and {self.settings.max_forks} (max_forks)"
+            )
+        parent = self._get(session_id)
+        self._check_room(n)
+        self._reserved += n
+        try:
+            async with parent.lock:
+                if parent.closed:
+                    raise SessionNotFound(f"session {session_id} was closed while this fork waited")
+                if parent.done:
+                    raise EpisodeOver(
+                        f"the episode of session {session_id} has ended; fork it before its end"
+                    )
+                envs = await run_in_threadpool(_fork_env, parent.env, n)
+                parent.last_used = self._clock()
+        finally:
+            self._reserved -= n
+        root = session_id.partition(".")[0]
+        forks = [
+            Session(
+                f"{root}.{uuid.uuid4().hex}", parent.env_id, env, self._clock(), state_key=parent.state_key
+            )
+            for env in envs
+        ]
+        self._sessions.update((fork.session_id, fork) for fork in forks)
+        self.metrics.sessions_created += n
+        return [ForkedSession(f.session_id, f.state_key, f.env.turns_taken) for f in forks]
+
+    def tree_size(self, session_id: str) -> int:
+        """Live sessions of the tree `session_id` belongs to (its root and every fork of it)."""
+        root = session_id.partition(".")[0]
+        return sum(1 for other in self._sessions if other.partition(".")[0] == root)
+
+    def _check_room(self, n: int) -> None:
+        if len(self._sessions) + self._reserved + n > self.settings.max_sessions:
+            raise SessionLimitReached(
+                f"the env service holds its maximum of {self.settings.max_sessions} sessions; "
+                "retry later, close finished sessions, or raise max_sessions"
+            )
 
     async def step(self, session_id: str, action: Action) -> StepResult:
         session = self._get(session_id)
@@ -97,6 +145,7 @@ class SessionManager:
                 raise EpisodeOver(f"the episode of session {session_id} has ended; create a new session")
             result = await self._timed_step(session, action)
             session.done = bool(result.terminated or result.truncated)
+            session.state_key = result.info.get("state_key")
             session.last_used = self._clock()
         return result
 
@@ -194,6 +243,19 @@ def _open_env(env_id: str, kwargs: dict[str, Any], task: dict[str, Any], seed: i
         env.close()
         raise
     return env, observation, dict(info)
+
+
+def _fork_env(env: Env, n: int) -> list[Env]:
+    """n forks of `env`; on a failure the forks made so far are closed."""
+    forks: list[Env] = []
+    try:
+        for _ in range(n):
+            forks.append(env.fork())
+    except BaseException:
+        for fork in forks:
+            fork.close()
+        raise
+    return forks
 
 
 async def _close_session(session: Session) -> None:

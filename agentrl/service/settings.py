@@ -17,7 +17,9 @@ class ServiceSettings:
     """Interface to bind; anything but loopback requires `token`."""
     port: int = 8765
     max_sessions: int = 256
-    """Live sessions beyond this get 429 with Retry-After."""
+    """Live sessions beyond this get 429 with Retry-After (forks count like created sessions)."""
+    max_forks: int = 16
+    """Most copies one fork request may ask for (`POST /v1/sessions/{id}/fork` with `{"n": ...}`)."""
     idle_timeout_s: float = 600.0
     """A session untouched this long is closed by the reaper."""
     reap_interval_s: float = 10.0

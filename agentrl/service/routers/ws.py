@@ -6,6 +6,7 @@ missing or wrong). After it, every frame in either direction is a JSON list. The
 
     {"id": 7, "op": "create", "body": {"env_id": "...", "task": {...}, "seed": 0}}
     {"id": 8, "op": "step", "session_id": "...", "body": {"action": {...}}}
+    {"id": 10, "op": "fork", "session_id": "...", "body": {"n": 2}}
     {"id": 9, "op": "close", "session_id": "..."}
 
 and the service answers each, in whatever order they finish, with the status and body the same request
@@ -21,10 +22,10 @@ endpoint would give, without anyone waiting for a batch to fill. A reply without
 `"id": null` (the frame was not JSON, or an item had no integer id). The framing (`encode`, `pack_frames`,
 `FRAME_BYTES`) is `agentrl.wire`'s, shared with the client.
 
-Sessions created over a socket belong to it: when the socket closes, the service closes them once their
-in-flight requests finish. A lost socket is an infrastructure failure for the sessions it carried.
+Sessions created or forked over a socket belong to it: when the socket closes, the service closes them once
+their in-flight requests finish. A lost socket is an infrastructure failure for the sessions it carried.
 
-What this is not: a second API. There is no fork, env listing or health here (use HTTP); a frame larger
+What this is not: a second API. There is no env listing or health here (use HTTP); a frame larger
 than `max_body_bytes` is still parsed (uvicorn caps frames at 16 MiB) and each request in it gets 413.
 """
 
@@ -53,7 +54,13 @@ from agentrl.service.protection import (
     authorised,
     expected_header,
 )
-from agentrl.service.schemas import CreateSessionRequest, StepRequest, WsRequest, describe_problems
+from agentrl.service.schemas import (
+    CreateSessionRequest,
+    ForkRequest,
+    StepRequest,
+    WsRequest,
+    describe_problems,
+)
 from agentrl.service.sessions import SessionManager
 from agentrl.service.settings import ServiceSettings
 from agentrl.wire import (
@@ -199,9 +206,22 @@ class SessionSocket:
             step = StepRequest.model_validate(request.body or {})
             result = await self.manager.step(session_id, step.action.to_action())
             return 200, result._asdict()
+        if request.op == "fork":
+            return 201, {
+                "sessions": await self._fork(session_id, ForkRequest.model_validate(request.body or {}))
+            }
         self.owned.discard(session_id)
         await self.manager.close(session_id)
         return 204, None
+
+    async def _fork(self, session_id: str, request: ForkRequest) -> list[dict[str, Any]]:
+        forks = await self.manager.fork(session_id, request.n)
+        for fork in forks:
+            if self.gone:  # as for create: nobody is left to use them
+                await self.manager.close(fork.session_id)
+            else:
+                self.owned.add(fork.session_id)
+        return [asdict(fork) for fork in forks]
 
     def _send(self, reply: dict[str, Any]) -> None:
         self._outbox.append(encode_reply(reply))
