@@ -158,6 +158,15 @@ class GymConfig:
     workers: int = 2
     tasks_root: Path = ROOT / "tasks"
     out: Path = RESULTS / "credit_gym.json"
+    tree: bool = False  # run the tree comparison (`tree_arms`) instead of the estimators and sweeps
+    tree_arms: tuple[tuple[str, str], ...] = (
+        ("flat", "grpo"),
+        ("flat", "gigpo"),
+        ("tree", "gigpo"),
+        ("tree", "tree_grpo"),
+    )
+    tree_roots: int = 2  # per task group: episodes played from the start ...
+    tree_branches: int = 3  # ... and branches of each (roots x (1 + branches) = group_size trajectories)
 
 
 QUICK = GymConfig(  # the full gym's mlp level-3 grpo and gigpo runs of seeds 0-15: the same numbers
@@ -185,6 +194,24 @@ LLM_SHAPE = GymConfig(  # the LLM study's update shape (2 tasks x 4 episodes) on
 )
 
 
+TREE = GymConfig(  # issue 42 part 8: flat GRPO, flat GiGPO, tree GiGPO, Tree-GRPO at equal env steps
+    tree=True,
+    sweep_group_sizes=(),
+    sweep_gammas=(),
+    sweep_step_weights=(),
+    out=RESULTS / "credit_gym_tree.json",
+)
+
+QUICK_TREE = replace(  # the pre-registered tree check (docs/credit_gym.md): tabular level 1, 16 seeds
+    TREE,
+    levels=(1,),
+    policies=("tabular",),
+    tree_arms=(("flat", "gigpo"), ("tree", "gigpo")),
+    seeds=16,
+    out=RESULTS / "credit_gym_tree_quick.json",
+)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One training run: a policy on a level with one estimator (and options), one seed."""
@@ -196,6 +223,7 @@ class RunSpec:
     group_size: int
     options: tuple[tuple[str, float], ...] = ()
     variant: str = "main"  # "main", or "<swept option>=<value>"
+    rollout: str = "flat"  # "flat": group_size episodes per task; "tree": roots and their branches
 
 
 class View(NamedTuple):
@@ -378,17 +406,22 @@ def play(
     policy: Policy,
     actions: Sequence[Action],
     rng: np.random.Generator,
+    starts: Sequence[View | None] | None = None,
 ) -> Played:
     """One episode of tasks[i] in envs[i] (group label groups[i]), all envs stepped together so that the
-    policy sees one batch per turn; the episodes come back as the runner's `Episode`s."""
+    policy sees one batch per turn; the episodes come back as the runner's `Episode`s. With `starts`, env i
+    is already in the state starts[i] shows (a branch, `play_tree`) and is not reset."""
     n = len(tasks)
     views: list[list[View]] = [[] for _ in range(n)]
     chosen: list[list[int]] = [[] for _ in range(n)]
     turns: list[list[Turn]] = [[] for _ in range(n)]
     current: list[View] = []
-    for env, task in zip(envs[:n], tasks, strict=True):
-        observation, info = env.reset(options={"task": task})
-        current.append(View(observation, info["state_key"]))
+    for i, (env, task) in enumerate(zip(envs[:n], tasks, strict=True)):
+        start = starts[i] if starts is not None else None
+        if start is None:
+            observation, info = env.reset(options={"task": task})
+            start = View(observation, info["state_key"])
+        current.append(start)
     initial_keys = [view.state_key for view in current]
     active = list(range(n))
     while active:
@@ -437,6 +470,53 @@ def play(
     return Played(episodes, views, chosen)
 
 
+def play_tree(
+    envs: Sequence[MazeEnv],
+    drawn: Sequence[Task],
+    update: int,
+    policy: Policy,
+    actions: Sequence[Action],
+    rng: np.random.Generator,
+    config: GymConfig,
+) -> tuple[Played, int]:
+    """One tree per task: `tree_roots` episodes from the start, then `tree_branches` branches of each root,
+    each from a turn b drawn uniformly in 1 .. T_root - 1 (0 for a one-turn root), all branches played in
+    lockstep. A branch's first b turns are its root's, copied (`Episode.parent_id`, `branch_turn`); its env
+    is a fresh one reset on the task and stepped through the root's first b actions, i.e. the pure env's
+    state copied (the gym's fork: those replayed steps are not env steps of the run). (played, the env
+    steps the tree cost: each env step once.)"""
+    roots = [task for task in drawn for _ in range(config.tree_roots)]
+    labels = [f"{task['id']}-{update}" for task in drawn for _ in range(config.tree_roots)]
+    trunk = play(envs, roots, labels, policy, actions, rng)
+    origins = [r for r in range(len(roots)) for _ in range(config.tree_branches)]
+    turns = [int(rng.integers(1, len(trunk.actions[r]))) if len(trunk.actions[r]) > 1 else 0 for r in origins]
+    starts = []
+    for env, r, b in zip(envs, origins, turns, strict=False):
+        env.reset(options={"task": roots[r]})
+        for pick in trunk.actions[r][:b]:
+            env.step(actions[pick])
+        starts.append(trunk.views[r][b] if b < len(trunk.views[r]) else None)
+    own = play(envs, [roots[r] for r in origins], [labels[r] for r in origins], policy, actions, rng, starts)
+    episodes, views, chosen = list(trunk.episodes), list(trunk.views), list(trunk.actions)
+    for k, (r, b) in enumerate(zip(origins, turns, strict=True)):
+        root = trunk.episodes[r]
+        mine = tuple(replace(turn, index=b + turn.index) for turn in own.episodes[k].turns)
+        episodes.append(
+            replace(
+                own.episodes[k],
+                episode_id=f"{root.episode_id}.{k}",
+                turns=root.turns[:b] + mine,
+                initial_state_key=root.initial_state_key,
+                parent_id=root.episode_id,
+                branch_turn=b,
+            )
+        )
+        views.append(trunk.views[r][:b] + own.views[k])
+        chosen.append(trunk.actions[r][:b] + own.actions[k])
+    cost = sum(len(a) for a in trunk.actions) + sum(len(a) for a in own.actions)
+    return Played(episodes, views, chosen), cost
+
+
 # ---- one training run ------------------------------------------------------------------------------------
 
 
@@ -471,16 +551,24 @@ def evaluate(
     return float(np.mean([episode.success for episode in played.episodes]))
 
 
-def reinforce(policy: Policy, played: Played, advantages: Sequence[np.ndarray]) -> None:
+def reinforce(
+    policy: Policy,
+    played: Played,
+    advantages: Sequence[np.ndarray],
+    copies: Sequence[np.ndarray] | None = None,
+) -> None:
     """One policy-gradient step on the episodes that carry a signal: like the trainer, an episode whose
-    advantages are all 0 is left out, and the loss is the mean over the kept steps of -adv * log pi."""
-    keep = [bool(np.any(adv != 0.0)) for adv in advantages]
+    advantages are all 0 is left out, and the loss is the mean over the kept steps of -adv * log pi.
+    copies[i] (tree rollouts, `StepBatch.shared_copy`): episode i's copied prefix steps, trained once, in
+    their original, so they are left out here (and out of the mean's count)."""
+    own = [np.ones(adv.size, dtype=bool) for adv in advantages] if copies is None else [~c for c in copies]
+    keep = [bool(np.any(adv[mask] != 0.0)) for adv, mask in zip(advantages, own, strict=True)]
     if not any(keep):
         return
     kept = [i for i, k in enumerate(keep) if k]
-    views = [view for i in kept for view in played.views[i]]
-    actions = np.array([action for i in kept for action in played.actions[i]])
-    policy.update(views, actions, np.concatenate([advantages[i] for i in kept]))
+    views = [view for i in kept for view, mine in zip(played.views[i], own[i], strict=True) if mine]
+    actions = np.array([action for i in kept for action in np.asarray(played.actions[i])[own[i]].tolist()])
+    policy.update(views, actions, np.concatenate([advantages[i][own[i]] for i in kept]))
 
 
 def train_run(config: GymConfig, spec: RunSpec) -> dict[str, Any]:
@@ -502,12 +590,17 @@ def train_run(config: GymConfig, spec: RunSpec) -> dict[str, Any]:
     while pending:
         update += 1
         drawn = sample_tasks(train_tasks, config.tasks_per_step, spec.seed, update)  # the trainer's draw
-        tasks = [task for task in drawn for _ in range(spec.group_size)]
-        played = play(envs, tasks, [f"{task['id']}-{update}" for task in tasks], policy, actions, rng)
+        if spec.rollout == "tree":
+            played, cost = play_tree(envs, drawn, update, policy, actions, rng, config)
+        else:
+            tasks = [task for task in drawn for _ in range(spec.group_size)]
+            played = play(envs, tasks, [f"{task['id']}-{update}" for task in tasks], policy, actions, rng)
         batch = episodes_to_batch(played.episodes)
         values = estimate(spec.estimator, batch, settings)
-        reinforce(policy, played, np.split(values, np.cumsum(batch.lengths)[:-1]))
-        env_steps += batch.num_steps
+        bounds = np.cumsum(batch.lengths)[:-1]
+        copies = np.split(batch.shared_copy, bounds) if batch.is_tree else None
+        reinforce(policy, played, np.split(values, bounds), copies)
+        env_steps += cost if spec.rollout == "tree" else batch.num_steps  # a tree's shared prefix counts once
         measured.append(update_measurements(batch, values, played.episodes))
         while pending and env_steps >= pending[0]:
             success = evaluate(envs, eval_tasks, policy, actions, spec.seed, len(curve))
@@ -680,6 +773,45 @@ def main_specs(config: GymConfig) -> list[RunSpec]:
     ]
 
 
+def tree_specs(config: GymConfig) -> list[RunSpec]:
+    """The tree comparison: every (rollout, estimator) arm on every policy, level and seed."""
+    return [
+        RunSpec(policy, level, estimator, seed, config.group_size, rollout=rollout)
+        for policy in config.policies
+        for level in config.levels
+        for rollout, estimator in config.tree_arms
+        for seed in range(config.seeds)
+    ]
+
+
+def arm_name(run: Mapping[str, Any]) -> str:
+    return f"{run['rollout']}_{run['estimator']}"
+
+
+def summarise_tree(config: GymConfig, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """results[policy][level][arm] (arm = "<rollout>_<estimator>"), each paired by seed with the first arm
+    (flat GRPO in the full comparison: its threshold and ratios), plus, per cell, the paired difference of
+    tree GiGPO minus flat GiGPO (`tree_vs_flat_gigpo`) when both ran."""
+    cells: dict[tuple[str, int, str], list[Mapping[str, Any]]] = {}
+    for run in runs:
+        cells.setdefault((run["policy"], run["level"], arm_name(run)), []).append(run)
+    reference = "_".join(config.tree_arms[0])
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for (policy, level, arm), cell in cells.items():
+        baseline = cells[(policy, level, reference)]
+        results.setdefault(policy, {}).setdefault(str(level), {})[arm] = summarise_cell(
+            config, cell, baseline
+        )
+    for policy, levels in results.items():
+        for level_name, arms in levels.items():
+            if "tree_gigpo" in arms and "flat_gigpo" in arms:
+                flat = cells[(policy, int(level_name), "flat_gigpo")]
+                arms["tree_vs_flat_gigpo"] = summarise_cell(
+                    config, cells[(policy, int(level), "tree_gigpo")], flat
+                )
+    return {"results": results, "sweeps": {}}
+
+
 class Sweep(NamedTuple):
     """One sensitivity sweep: an option, its values, the estimators swept and the default (= the main run)."""
 
@@ -831,14 +963,14 @@ def plot(config: GymConfig, summary: Mapping[str, Any], path: Path) -> None:
 def run_gym(config: GymConfig) -> dict[str, Any]:
     """Run every spec, summarise, write the JSON and the plot; the summary."""
     started = time.perf_counter()
-    specs = main_specs(config) + sweep_specs(config)
+    specs = tree_specs(config) if config.tree else main_specs(config) + sweep_specs(config)
 
     def progress(done: int) -> None:
         if done % 20 == 0 or done == len(specs):
             print(f"  {done}/{len(specs)} runs, {time.perf_counter() - started:.0f} s", flush=True)
 
     runs = run_all(config, specs, progress)
-    summary = summarise(config, runs)
+    summary = summarise_tree(config, runs) if config.tree else summarise(config, runs)
     report = {
         "config": _jsonable(asdict(config)),
         "wall_s": round(time.perf_counter() - started, 1),
@@ -885,7 +1017,7 @@ def print_table(report: Mapping[str, Any]) -> None:
                 final, area, ratio = cell["final"], cell["auc"], cell.get("ratio_vs_grpo")
                 steps = cell.get("steps_to_threshold")
                 print(
-                    f"{policy:8s} L{level} {name:6s} final {final['mean']:.3f} "
+                    f"{policy:8s} L{level} {name:18s} final {final['mean']:.3f} "
                     f"[{final['low']:.3f}, {final['high']:.3f}]  auc {area['mean']:.3f}  "
                     f"steps_to_threshold {'-' if steps is None else round(steps)}  "
                     f"ratio {'-' if ratio is None else round(ratio, 2)}  hit {cell['anchor_hit_rate']:.2f}"
@@ -899,14 +1031,22 @@ def parse_args(argv: Sequence[str] | None) -> tuple[GymConfig, bool]:
     parser.add_argument(
         "--llm-shape", action="store_true", help="level 1, mlp, grpo vs gigpo, the LLM study's 2x4 updates"
     )
+    parser.add_argument(
+        "--tree",
+        action="store_true",
+        help="flat GRPO and GiGPO, tree GiGPO and Tree-GRPO at equal env steps (--quick: the tree check)",
+    )
     parser.add_argument("--out", type=Path, help="the JSON to write (the PNG goes beside it)")
     parser.add_argument("--seeds", type=int, help="seeds per estimator (default: 20, quick: 16)")
     parser.add_argument("--workers", type=int, help="processes (at most 2)")
     parser.add_argument("--replot", action="store_true", help="only redraw the PNG from the JSON at --out")
     args = parser.parse_args(argv)
-    if args.quick and args.llm_shape:
-        parser.error("--quick and --llm-shape are two presets: choose one")
-    config = QUICK if args.quick else LLM_SHAPE if args.llm_shape else GymConfig()
+    if args.quick and args.llm_shape or args.tree and args.llm_shape:
+        parser.error("--quick, --tree and --llm-shape: --llm-shape combines with neither")
+    if args.tree:
+        config = QUICK_TREE if args.quick else TREE
+    else:
+        config = QUICK if args.quick else LLM_SHAPE if args.llm_shape else GymConfig()
     changes = {"out": args.out, "seeds": args.seeds, "workers": args.workers}
     return replace(config, **{key: value for key, value in changes.items() if value is not None}), args.replot
 

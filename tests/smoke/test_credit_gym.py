@@ -139,3 +139,45 @@ def test_llm_shape_preset_has_the_llm_studys_update_shape() -> None:
     assert config.levels == (1,) and config.out.name == "credit_gym_llm_shape.json"
     with pytest.raises(SystemExit):
         credit_gym.parse_args(["--llm-shape", "--quick"])
+
+
+@pytest.mark.slow  # 32 tabular level-1 runs, ~45 CPU-s
+def test_quick_tree_gigpo_beats_flat_gigpo(tmp_path: Path) -> None:
+    """Pre-registered in docs/credit_gym.md ("Tree mode") before it ran: at equal env steps (a tree's shared
+    prefix counted once), tree GiGPO's mean AUC beats flat GiGPO's on tabular level 1, with the paired
+    per-seed AUC difference's one-sided 90% Student-t lower bound above 0."""
+    out = tmp_path / "tree.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "credit_gym.py"), "--tree", "--quick", "--out", str(out)],
+        check=True,
+        cwd=ROOT,
+        timeout=1800,
+    )
+    cells = json.loads(out.read_text())["results"]["tabular"]["1"]
+    flat, tree = cells["flat_gigpo"], cells["tree_gigpo"]
+    assert flat["seeds"] == tree["seeds"] == credit_gym.QUICK_TREE.seeds == 16
+    assert abs(flat["mean_env_steps"] - tree["mean_env_steps"]) <= 4 * 8 * 10  # one update of level 1
+    xs = [float(point["checkpoint"]) for point in flat["curve"]]
+    difference = np.array([credit_gym.auc(xs, row) for row in tree["per_seed_success"]]) - np.array(
+        [credit_gym.auc(xs, row) for row in flat["per_seed_success"]]
+    )
+    lower = difference.mean() - T90_DF15 * difference.std(ddof=1) / math.sqrt(difference.size)
+    assert tree["auc"]["mean"] > flat["auc"]["mean"]
+    assert lower > 0.0, f"tree - flat GiGPO AUC: mean {difference.mean():.3f}, lower bound {lower:.3f}"
+
+
+def test_a_tree_update_shares_its_prefix_and_counts_each_env_step_once() -> None:
+    config = credit_gym.QUICK_TREE
+    train, _ = credit_gym.task_split(config, "tabular", 1)
+    actions = credit_gym.action_set(True)
+    policy = credit_gym.make_policy(config, "tabular", 0)
+    envs = [credit_gym.MazeEnv(max_steps=10, level=1) for _ in range(32)]
+    played, cost = credit_gym.play_tree(envs, train[:4], 1, policy, actions, np.random.default_rng(0), config)
+    assert len(played.episodes) == 4 * 8
+    batch = episodes_to_batch(played.episodes)
+    assert batch.is_tree and cost == batch.num_steps - int(batch.shared_copy.sum())
+    for episode in played.episodes[8:]:  # the branches, after the 8 roots
+        root = next(e for e in played.episodes if e.episode_id == episode.parent_id)
+        assert episode.turns[: episode.branch_turn] == root.turns[: episode.branch_turn]
+        assert episode.group_id == root.group_id and len(episode.turns) > (episode.branch_turn or 0)
+    assert [t.index for t in played.episodes[-1].turns] == list(range(len(played.episodes[-1].turns)))
