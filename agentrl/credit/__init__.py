@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agentrl.credit.batch import episodes_to_batch, records_to_batch, split_by_episode
+from agentrl.credit.batch import copies_by_episode, episodes_to_batch, records_to_batch, split_by_episode
 from agentrl.credit.gdpo import GDPOConfig, gdpo
 from agentrl.credit.gigpo import GiGPOConfig, gigpo
 from agentrl.credit.grpo import DrGRPOConfig, GRPOConfig, RLOOConfig, grpo, rloo
@@ -115,6 +115,7 @@ __all__ = [
     "RLOOConfig",
     "SALTConfig",
     "TreeGRPOConfig",
+    "copies_by_episode",
     "episodes_to_batch",
     "estimate",
     "estimate_records",

@@ -101,6 +101,14 @@ def split_by_episode(values: np.ndarray, batch: StepBatch) -> list[list[float]]:
     return [chunk.tolist() for chunk in np.split(np.asarray(values, dtype=np.float64), bounds)]
 
 
+def copies_by_episode(batch: StepBatch) -> list[list[bool]]:
+    """`batch.shared_copy` per episode, in batch order: True on a branch's copied prefix turns, which the
+    trainer keeps as context but gives loss mask 0 (they are trained once, in their original)."""
+    if batch.num_episodes == 0:
+        return []
+    return [chunk.tolist() for chunk in np.split(batch.shared_copy, np.cumsum(batch.lengths)[:-1])]
+
+
 def _check_record(index: int, record: Mapping[str, Any]) -> None:
     missing = [key for key in ("group", "states", "rewards") if key not in record]
     if missing:

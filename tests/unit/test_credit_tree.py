@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agentrl.credit import ESTIMATORS, episodes_to_batch, estimate, estimate_records, records_to_batch
+from agentrl.credit import (
+    ESTIMATORS,
+    copies_by_episode,
+    episodes_to_batch,
+    estimate,
+    estimate_records,
+    records_to_batch,
+)
 from agentrl.errors import ConfigError
 from agentrl.types import Action, Episode, Turn
 
@@ -175,6 +182,7 @@ def test_episodes_to_batch_reads_the_parent_links() -> None:
     batch = episodes_to_batch([root, branch, orphan])
     assert batch.parent is not None and batch.parent.tolist() == [-1, 0, -1]  # a missing parent: a root
     assert batch.shared_copy.tolist() == [False, False, True, False, False]
+    assert copies_by_episode(batch) == [[False, False], [True, False], [False]]
     assert not episodes_to_batch([root]).is_tree
 
 
