@@ -45,11 +45,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agentrl.errors import AgentRLError, EnvPluginError, InvalidRequest
+from agentrl.errors import AgentRLError, EnvPluginError, InvalidRequest, SessionNotFound
 from agentrl.service.cleanup import close_sessions_and_sandboxes, reap_orphans_forever
 from agentrl.service.metrics import ServiceMetrics
 from agentrl.service.protection import BodyTooLarge, ProtectionMiddleware
 from agentrl.service.routers import envs, health, metrics, sessions, ws
+from agentrl.service.routers.sessions import TREE_SESSIONS_HEADER
 from agentrl.service.schemas import describe_problems
 from agentrl.service.sessions import SessionManager
 from agentrl.service.settings import ServiceSettings
@@ -116,6 +117,15 @@ def error_response(
     return JSONResponse(error_body(type_, message), status_code=status, headers=dict(headers or {}))
 
 
+def _tree_header(request: Request, exc: AgentRLError) -> dict[str, str]:
+    """A 404 for a session says how many of its fork tree still live here (the balancer's cue to forget the
+    tree's route, as after a DELETE; see `agentrl.service.routers.sessions`)."""
+    session_id = request.path_params.get("session_id")
+    if not isinstance(exc, SessionNotFound) or not isinstance(session_id, str):
+        return {}
+    return {TREE_SESSIONS_HEADER: str(request.app.state.sessions.tree_size(session_id))}
+
+
 def _add_error_handlers(app: FastAPI, settings: ServiceSettings, service_metrics: ServiceMetrics) -> None:
     def respond(
         status: int, type_: str, message: str, headers: Mapping[str, str] | None = None
@@ -130,7 +140,7 @@ def _add_error_handlers(app: FastAPI, settings: ServiceSettings, service_metrics
         status = status_of(exc)
         if status == 500:
             log.error("%s %s failed: %r", request.method, request.url.path, exc)
-        return respond(status, type(exc).__name__, str(exc))
+        return respond(status, type(exc).__name__, str(exc), _tree_header(request, exc))
 
     async def on_invalid_request(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -17,7 +17,8 @@ for replica in $AGENTRL_LB_REPLICAS; do
     cat >>"$config" <<BACKEND
 
 backend $name
-    http-response del-map($map) %[var(txn.session)] if { var(txn.method) -m str DELETE } || { status 404 }
+    http-response del-map($map) %[var(txn.session)] if { res.hdr(x-agentrl-tree-sessions) -m str 0 }
+    http-response del-map($map) %[var(txn.session)] if { var(txn.method) -m str DELETE } !{ res.hdr(x-agentrl-tree-sessions) -m found } || { status 404 } !{ res.hdr(x-agentrl-tree-sessions) -m found }
     server $name ${replica#*=} track replicas/$name
 BACKEND
 done
