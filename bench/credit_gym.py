@@ -1024,6 +1024,40 @@ def print_table(report: Mapping[str, Any]) -> None:
                 )
 
 
+def tree_table(report: Mapping[str, Any]) -> str:
+    """The tree comparison as a markdown table (docs/credit_gym.md): one row per (policy, level, arm), the
+    paired differences and ratio against flat GRPO, and the tree GiGPO - flat GiGPO row."""
+
+    def cell(value: Mapping[str, float] | None, digits: int = 2) -> str:
+        if value is None:
+            return "—"
+        return f"{value['mean']:.{digits}f} [{value['low']:.{digits}f}, {value['high']:.{digits}f}]"
+
+    def ratio(entry: Mapping[str, Any]) -> str:
+        value, (low, high) = entry.get("ratio_vs_grpo"), entry.get("ratio_band", [None, None])
+        if value is None:
+            return "never" if entry.get("steps_to_threshold") is None else "—"
+        return (
+            f"{value:.2f} [{'∞' if low is None else f'{low:.2f}'}, {'∞' if high is None else f'{high:.2f}'}]"
+        )
+
+    lines = [
+        "| policy | level | arm | final | AUC | Δ final vs ref | Δ AUC vs ref | steps | ratio | updates |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for policy, levels in report["results"].items():
+        for level, arms in levels.items():
+            for name, entry in arms.items():
+                steps = entry.get("steps_to_threshold")
+                reached = "never" if steps is None else round(steps)
+                lines.append(
+                    f"| {policy} | {level} | {name} | {cell(entry['final'])} | {cell(entry['auc'], 3)} | "
+                    f"{cell(entry.get('final_minus_grpo'))} | {cell(entry.get('auc_minus_grpo'), 3)} | "
+                    f"{reached} | {ratio(entry)} | {entry['updates']:.0f} |"
+                )
+    return "\n".join(lines)
+
+
 def parse_args(argv: Sequence[str] | None) -> tuple[GymConfig, bool]:
     """(the config, whether only to redraw the plot from an existing JSON)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -1040,7 +1074,14 @@ def parse_args(argv: Sequence[str] | None) -> tuple[GymConfig, bool]:
     parser.add_argument("--seeds", type=int, help="seeds per estimator (default: 20, quick: 16)")
     parser.add_argument("--workers", type=int, help="processes (at most 2)")
     parser.add_argument("--replot", action="store_true", help="only redraw the PNG from the JSON at --out")
+    parser.add_argument(
+        "--table", action="store_true", help="with --tree: print the JSON at --out as markdown"
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        config = replace(TREE, out=args.out or TREE.out)
+        print(tree_table(json.loads(config.out.read_text())))
+        raise SystemExit(0)
     if args.quick and args.llm_shape or args.tree and args.llm_shape:
         parser.error("--quick, --tree and --llm-shape: --llm-shape combines with neither")
     if args.tree:

@@ -141,7 +141,12 @@ def test_llm_shape_preset_has_the_llm_studys_update_shape() -> None:
         credit_gym.parse_args(["--llm-shape", "--quick"])
 
 
-@pytest.mark.slow  # 32 tabular level-1 runs, ~45 CPU-s
+@pytest.mark.slow  # 32 tabular level-1 runs, ~40 CPU-s
+@pytest.mark.xfail(
+    strict=True,
+    reason="pre-registered direction refuted by its first run (docs/credit_gym.md, 'Tree mode'): tree GiGPO "
+    "AUC 0.681 vs flat GiGPO 0.723 on tabular level 1; kept strict so that a change that makes it pass shows",
+)
 def test_quick_tree_gigpo_beats_flat_gigpo(tmp_path: Path) -> None:
     """Pre-registered in docs/credit_gym.md ("Tree mode") before it ran: at equal env steps (a tree's shared
     prefix counted once), tree GiGPO's mean AUC beats flat GiGPO's on tabular level 1, with the paired
