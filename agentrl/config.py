@@ -274,6 +274,14 @@ class RunConfig:
                 f"credit.estimator={self.credit.estimator} needs {', '.join(needs)} measured with the policy "
                 "before each update, which trainer.async_mode=true changes while it measures; use sync mode"
             )
+        tree = self.rollout.tree
+        if tree.enabled:
+            try:
+                tree.width_for(self.train.group_size)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
+        if tree.enabled and self.trainer.async_mode:
+            raise ConfigError("rollout.tree runs in sync mode only; set trainer.async_mode=false")
 
 
 def load_config(

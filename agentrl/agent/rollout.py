@@ -31,7 +31,7 @@ import contextlib
 import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -48,9 +48,37 @@ from agentrl.agent.session import (
     build_episode,
     refuse_harness,
 )
-from agentrl.types import Action, Episode, StopReason, Turn
+from agentrl.types import Action, Episode, SessionStart, StopReason, Turn
 
 T = TypeVar("T")
+
+
+@dataclass
+class Walk:
+    """An episode in progress: its env session, every token the engine has been fed or has sampled so far
+    (`context`), the prompt tokens to append before the next turn (`pending`), its turns, and why it stopped
+    (None while it may go on). A tree rollout branches a walk (`branch`) at a forked session."""
+
+    session_id: str
+    pending: list[int]
+    context: list[int] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    stop_reason: StopReason | None = None
+    episode_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    parent_id: str | None = None
+    branch_turn: int | None = None
+
+    def branch(self, session_id: str) -> Walk:
+        """A copy of this walk continuing in `session_id` (a fork of this walk's session), its parent this."""
+        return Walk(
+            session_id,
+            list(self.pending),
+            list(self.context),
+            list(self.turns),
+            self.stop_reason,
+            parent_id=self.episode_id,
+            branch_turn=len(self.turns),
+        )
 
 
 async def run_episode(
@@ -67,9 +95,7 @@ async def run_episode(
     """Play one episode of `task` and return it, whatever happened to the infrastructure (the built-in
     `EpisodePlayer`). With `sampler_seed`, turn t is sampled with seed `derive_seed(sampler_seed, t)`."""
     refuse_harness(config)
-    turns: list[Turn] = []
-    context: list[int] = []  # every token the engine has been fed or has sampled so far
-    stop_reason: StopReason = "max_turns"
+    walk: Walk | None = None
     # 1. open a session: the env resets and tells us its tools and few-shot examples; leaving the block
     # always releases the session (and its sandbox) and keeps an infrastructure failure as data
     async with EpisodeSession(client) as session:
@@ -79,52 +105,102 @@ async def run_episode(
         pending = render_first_prompt(
             engine.tokenizer, start.tools, start.examples, start.observation, config.instructions
         )
-        for index in range(config.max_turns):
-            # 3. stop before a turn that might not fit the context budget
-            if len(context) + len(pending) + sampling.max_new_tokens > config.max_context_tokens:
-                stop_reason = "max_tokens"
-                break
+        walk = Walk(start.session_id, pending)
 
-            # 4. sample the assistant turn from the exact token context
-            context.extend(pending)
-            params = (
-                sampling if sampler_seed is None else replace(sampling, seed=derive_seed(sampler_seed, index))
-            )
-            completion = await engine.generate(context, params)
-            context.extend(completion.token_ids)
-
-            # 5. parse it and let the env answer
-            action = parse_turn(completion.text)
-            result = await client.step(session.session_id, action)
-            info = dict(result.info)
-            turns.append(
-                Turn(
-                    index=index,
-                    prompt_ids=tuple(pending),
-                    completion_ids=completion.token_ids,
-                    completion_logprobs=completion.logprobs,
-                    text=completion.text,
-                    action=action,
-                    observation=result.observation,
-                    reward=float(result.reward),
-                    invalid=is_invalid(action, info),
-                    state_key=info.get("state_key"),
-                    terminated=bool(result.terminated),
-                    truncated=bool(result.truncated),
-                    info=info,
-                )
-            )
-
-            # 6. stop when the env says so, else append the observation as the next prompt tokens
-            if result.terminated or result.truncated:
-                stop_reason = "terminated" if result.terminated else "truncated"
-                break
-            pending = render_observation_delta(engine.tokenizer, result.observation, completion.ended_turn)
+        # 3-6. turn after turn (`take_turn`) until the env ends the episode or a budget runs out
+        await play_turns(client, engine, walk, config.max_turns, sampling, config, sampler_seed)
 
     # 7. the record: an infrastructure failure keeps the turns so far
     error = None if session.infra_error is None else str(session.infra_error)
+    return walk_episode(walk, env_id, task, seed, group_id, session.start, error)
+
+
+async def play_turns(
+    client: SessionClient,
+    engine: Engine,
+    walk: Walk,
+    until: int,
+    sampling: SamplingParams,
+    config: RolloutConfig,
+    sampler_seed: int | None,
+) -> None:
+    """Take turns until `walk` has `until` turns or has stopped."""
+    while walk.stop_reason is None and len(walk.turns) < until:
+        await take_turn(client, engine, walk, sampling, config, sampler_seed)
+
+
+async def take_turn(
+    client: SessionClient,
+    engine: Engine,
+    walk: Walk,
+    sampling: SamplingParams,
+    config: RolloutConfig,
+    sampler_seed: int | None,
+) -> None:
+    """One assistant turn of `walk` (its index is the number of turns so far); sets `walk.stop_reason` when
+    the episode ends. An infrastructure failure propagates (the caller's session keeps it as data)."""
+    index = len(walk.turns)
+    # 3. stop before a turn that might not fit the context budget
+    if len(walk.context) + len(walk.pending) + sampling.max_new_tokens > config.max_context_tokens:
+        walk.stop_reason = "max_tokens"
+        return
+
+    # 4. sample the assistant turn from the exact token context
+    walk.context.extend(walk.pending)
+    params = sampling if sampler_seed is None else replace(sampling, seed=derive_seed(sampler_seed, index))
+    completion = await engine.generate(walk.context, params)
+    walk.context.extend(completion.token_ids)
+
+    # 5. parse it and let the env answer
+    action = parse_turn(completion.text)
+    result = await client.step(walk.session_id, action)
+    info = dict(result.info)
+    walk.turns.append(
+        Turn(
+            index=index,
+            prompt_ids=tuple(walk.pending),
+            completion_ids=completion.token_ids,
+            completion_logprobs=completion.logprobs,
+            text=completion.text,
+            action=action,
+            observation=result.observation,
+            reward=float(result.reward),
+            invalid=is_invalid(action, info),
+            state_key=info.get("state_key"),
+            terminated=bool(result.terminated),
+            truncated=bool(result.truncated),
+            info=info,
+        )
+    )
+
+    # 6. stop when the env says so or the turn budget is spent, else the observation is the next prompt
+    if result.terminated or result.truncated:
+        walk.stop_reason = "terminated" if result.terminated else "truncated"
+    elif index + 1 >= config.max_turns:
+        walk.stop_reason = "max_turns"
+    else:
+        walk.pending = render_observation_delta(engine.tokenizer, result.observation, completion.ended_turn)
+
+
+def walk_episode(
+    walk: Walk | None,
+    env_id: str,
+    task: Mapping[str, Any],
+    seed: int,
+    group_id: str,
+    start: SessionStart | None,
+    error: str | None,
+) -> Episode:
+    """The `Episode` record of a walk (None: no session was opened); `error` makes it an infra failure."""
+    turns = walk.turns if walk is not None else []
+    stop: StopReason = (walk.stop_reason if walk is not None else None) or "max_turns"
     success = bool(turns and turns[-1].info.get("success", False))
-    return build_episode(env_id, task, seed, group_id, turns, stop_reason, session.start, success, error)
+    episode = build_episode(env_id, task, seed, group_id, turns, stop, start, success, error)
+    if walk is None:
+        return episode
+    return replace(
+        episode, episode_id=walk.episode_id, parent_id=walk.parent_id, branch_turn=walk.branch_turn
+    )
 
 
 def is_invalid(action: Action, info: Mapping[str, Any]) -> bool:

@@ -66,6 +66,46 @@ class HarnessConfig:
 
 
 @dataclass(frozen=True)
+class TreeConfig:
+    """Tree rollouts (`rollout.tree.*`, `agentrl/agent/tree.py`): each task's group is one tree of episodes
+    that branch at forked env states instead of G independent episodes.
+
+    enabled:      play trees; the group is the tree's leaves, so `train.group_size` must equal
+                  `width ** len(branch_turns)`
+    branch_turns: the turns at which every branch forks, ascending (1: after the first turn, so siblings
+                  share turn 0 and its state); each must be below `rollout.max_turns`
+    width:        branches at each branch turn (the branch that goes on in the session, plus width - 1
+                  forks); 0 (the default): the one width that makes `train.group_size` leaves
+    """
+
+    enabled: bool = False
+    branch_turns: tuple[int, ...] = (1,)
+    width: int = 0
+
+    def __post_init__(self) -> None:
+        turns = tuple(self.branch_turns)
+        if self.width == 1 or self.width < 0:
+            raise ValueError(
+                f"rollout.tree.width must be 0 (from train.group_size) or >= 2, got {self.width}"
+            )
+        if not turns or list(turns) != sorted(set(turns)) or turns[0] < 1:
+            raise ValueError(f"rollout.tree.branch_turns must be distinct turns >= 1, ascending; got {turns}")
+
+    def width_for(self, group_size: int) -> int:
+        """The branches at each branch turn for groups of `group_size` leaves; ValueError when no width
+        gives exactly that many."""
+        levels = len(self.branch_turns)
+        width = self.width or round(group_size ** (1 / levels))
+        if width < 2 or width**levels != group_size:
+            raise ValueError(
+                f"rollout.tree: {levels} branch turn(s) of width {self.width or 'w'} cannot make "
+                f"train.group_size={group_size} leaves; set train.group_size to a width ** {levels} "
+                "(e.g. 4 or 9 with two branch turns) or set rollout.tree.width"
+            )
+        return width
+
+
+@dataclass(frozen=True)
 class RolloutConfig:
     """The players' budgets and prompt.
 
@@ -83,6 +123,8 @@ class RolloutConfig:
                         an OpenAI-compatible endpoint that records every call (`agentrl/harness`,
                         docs/harness.md); off by default. `max_turns` then bounds its model calls and
                         `max_context_tokens` each call's prompt plus `max_tokens`
+    tree:               tree rollouts from forked env states (`TreeConfig`); off by default; not with a
+                        harness (a harness keeps its own state outside agentrl, which a fork cannot copy)
     """
 
     max_turns: int = 4
@@ -91,3 +133,16 @@ class RolloutConfig:
     infra_attempts: int = 3
     seeded_sampling: bool = False
     harness: HarnessConfig = field(default_factory=HarnessConfig)
+    tree: TreeConfig = field(default_factory=TreeConfig)
+
+    def __post_init__(self) -> None:
+        if self.tree.enabled and self.harness.enabled:
+            raise ValueError(
+                "rollout.tree with rollout.harness: a harness keeps its own state outside agentrl, which a "
+                "fork cannot copy; turn one of them off"
+            )
+        if self.tree.enabled and self.tree.branch_turns[-1] >= self.max_turns:
+            raise ValueError(
+                f"rollout.tree.branch_turns {self.tree.branch_turns} must be below rollout.max_turns "
+                f"({self.max_turns})"
+            )

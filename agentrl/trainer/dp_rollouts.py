@@ -33,7 +33,8 @@ import torch
 
 from agentrl.agent.engines.base import PolicyEngine, SamplingParams
 from agentrl.agent.engines.factory import build_engine
-from agentrl.agent.rollout import collect_rollouts, derive_seed
+from agentrl.agent.rollout import derive_seed
+from agentrl.agent.tree import collect_groups
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig
 from agentrl.errors import ConfigError
@@ -99,7 +100,7 @@ async def play_share(
     block = shares(len(order.tasks), parallel.world_size)[parallel.rank]
     if not block:
         return []
-    return await collect_rollouts(
+    return await collect_groups(
         client,
         engine,
         config.env.id,

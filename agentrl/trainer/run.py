@@ -27,8 +27,9 @@ from rich.console import Console
 
 from agentrl.agent.engines.base import PolicyEngine, SamplingParams
 from agentrl.agent.engines.factory import build_engine
-from agentrl.agent.rollout import collect_rollouts, run_episode
+from agentrl.agent.rollout import run_episode
 from agentrl.agent.session import EpisodePlayer
+from agentrl.agent.tree import collect_groups
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig, to_dict
 from agentrl.errors import ConfigError, RolloutError
@@ -133,13 +134,13 @@ def resume_point(config: RunConfig) -> Resume | None:
 async def play_tasks(
     ctx: RunContext, tasks: Sequence[Task], group_size: int, sampling: SamplingParams, seed: int
 ) -> list[Episode]:
-    """`group_size` episodes of each task through the run's engine (`collect_rollouts`), or through every
-    rank's engine with data-parallel rollouts (`agentrl/trainer/dp_rollouts.py`)."""
+    """`group_size` episodes of each task through the run's engine (`tree.collect_groups`: flat groups or
+    trees), or through every rank's engine with data-parallel rollouts (`agentrl/trainer/dp_rollouts.py`)."""
     config = ctx.config
     if ctx.ranks is not None:
         order = PlayOrder(list(tasks), group_size, sampling, seed)
         return await ctx.ranks.play(ctx.client, ctx.engine, config, order, progress=console.is_terminal)
-    return await collect_rollouts(
+    return await collect_groups(
         ctx.client,
         ctx.engine,
         config.env.id,

@@ -62,9 +62,10 @@ def episode_to_sample(episode: Episode, step_advantages: Sequence[float], max_le
             f"episode {episode.episode_id} has {len(episode.turns)} turns "
             f"but {len(step_advantages)} advantages"
         )
+    copied = copied_turns(episode)
     columns = [
-        _turn_columns(turn, float(advantage))
-        for turn, advantage in zip(episode.turns, step_advantages, strict=True)
+        _turn_columns(turn, float(advantage), trained=position >= copied)
+        for position, (turn, advantage) in enumerate(zip(episode.turns, step_advantages, strict=True))
     ]
     ids, mask, logprobs, advantages = (
         [value for column in columns for value in column[part]][:max_length] for part in range(4)
@@ -101,19 +102,28 @@ def episode_to_samples(
     return samples
 
 
-def _turn_columns(turn: Turn, advantage: float) -> tuple[Sequence[float], ...]:
-    """(ids, loss_mask, old_logprobs, advantages) of one turn's prompt + completion tokens."""
+def copied_turns(episode: Episode) -> int:
+    """How many of the episode's first turns are copies of its parent's (a tree rollout's branch,
+    `Episode.branch_turn`): they stay in the sample as context, with no loss, so the tree trains each shared
+    turn once, in the episode that played it (credit gives the copies the original's advantage)."""
+    return (episode.branch_turn or 0) if episode.parent_id is not None else 0
+
+
+def _turn_columns(turn: Turn, advantage: float, trained: bool = True) -> tuple[Sequence[float], ...]:
+    """(ids, loss_mask, old_logprobs, advantages) of one turn's prompt + completion tokens; a turn that is
+    not `trained` (a copied prefix turn) is context only."""
     if len(turn.completion_logprobs) != len(turn.completion_ids):
         raise ValueError(
             f"turn {turn.index}: {len(turn.completion_ids)} completion ids but "
             f"{len(turn.completion_logprobs)} logprobs; the engine must return one logprob per sampled token"
         )
     prompt, completion = len(turn.prompt_ids), len(turn.completion_ids)
+    weight = 1.0 if trained else 0.0
     return (
         [*turn.prompt_ids, *turn.completion_ids],
-        [0.0] * prompt + [1.0] * completion,
+        [0.0] * prompt + [weight] * completion,
         [0.0] * prompt + list(turn.completion_logprobs),
-        [0.0] * prompt + [advantage] * completion,
+        [0.0] * prompt + [advantage * weight] * completion,
     )
 
 
