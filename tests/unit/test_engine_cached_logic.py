@@ -327,9 +327,11 @@ def test_non_llama_models_are_refused_and_make_engine_falls_back_to_hf() -> None
 
 
 def test_an_update_by_fused_adamw_reaches_the_compute_copy_through_load_weights() -> None:
-    # fused AdamW writes parameters without bumping their version counters, so the engine must be told
+    # fused AdamW writes parameters without bumping their version counters, so the engine must be told;
+    # deterministic=False: the compute copy is then a plain tensor (the exact kernels prepack it for oneDNN)
     model = tiny_llama()
-    engine = CachedEngine(model, byte_tokenizer(), CachedEngineConfig(precision="float32"))
+    config = CachedEngineConfig(precision="float32", deterministic=False)
+    engine = CachedEngine(model, byte_tokenizer(), config)
     before = engine.scheduler.weights.lm_head.clone()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
     model(input_ids=torch.tensor([[1, 2, 3, 4]]), labels=torch.tensor([[1, 2, 3, 4]])).loss.backward()

@@ -51,6 +51,12 @@ class CachedEngineConfig:
     max_prefill_waste: padded prefill tokens allowed per real token when suffixes of different lengths are
                        prefilled in one batch (more waste splits the batch)
     max_wait_s:        when idle, how long the async engine gathers arriving requests before starting
+    deterministic:     decode every request that carries a sampler seed (`SamplingParams.seed`: held-out
+                       evaluations always, training rollouts with `rollout.seeded_sampling=true`)
+                       batch-invariantly, so its tokens and log-probs depend only on its prompt, seed and the
+                       weights, not on what it is batched with or when it arrives (`llama_kernels.forward(
+                       exact=True)`: slower steps while such a request runs); false: a seed fixes only the
+                       sampler's random numbers
     """
 
     max_batch: int = 32
@@ -60,6 +66,7 @@ class CachedEngineConfig:
     min_shared_prefix: int = 16
     max_prefill_waste: float = 0.5
     max_wait_s: float = 0.005
+    deterministic: bool = True
 
     def __post_init__(self) -> None:
         if self.precision not in ("auto", "bfloat16", "float32"):

@@ -10,6 +10,22 @@ starts with the same tokens (a shared prompt prefix), a decode step attends to t
 batch and merges it with each row's own part by log-sum-exp; that uses PyTorch's private CPU flash-attention
 op (`aten._scaled_dot_product_flash_attention_for_cpu`), the public SDPA returns no log-sum-exp.
 
+`forward(..., exact=True)` is the batch-invariant variant (`engine.cached.deterministic`): a row's logits and
+K/V are then a function of its own tokens and positions only, whatever the other rows, the padding, the
+number of tokens per call, or whether earlier positions came from a prefill or a decode step. Measured on
+this CPU (torch 2.x, AVX-512 BF16), what breaks that in the default path and what the exact path does:
+- oneDNN-prepacked matmuls (`pack_weight`) gave bit-identical rows for any row count from 2 up and any row
+  position, in bf16 and fp32, but a lone bf16 row (M = 1) rounded differently; unpacked fp32 `F.linear` was
+  not invariant at all. The exact path needs packed weights (`LlamaWeights.from_model(pack=True)`) and
+  multiplies a lone row as two (`linear_rows`).
+- masked attention over a batch's longest row changed a row's output with the padded length; the cascade
+  (shared prefix once for the batch) depends on which rows share it. The exact path (`_blocked`) attends in
+  fixed blocks of `EXACT_BLOCK` keys at absolute positions, each block one flash-attention call of fixed
+  shape, merged by their log-sum-exps in block order (a sequential cumulative sum, so the fully masked
+  blocks past a row's end add exact zeros). Query rows are padded to a multiple of `QUERY_ROW_STEP`, and
+  exponentials of size-dependent tensors are taken in vector lanes only (`exp_in_lanes`): PyTorch's CPU
+  loops finish a tensor's last elements with scalar code whose bits can differ.
+
 The math follows `transformers.models.llama.modeling_llama` step by step (RMSNorm in fp32, rotary from the
 model's own `rotary_emb`, grouped-query attention through `torch.nn.functional.scaled_dot_product_attention`,
 SiLU-gated MLP), so fp32 results agree with the HF model up to float rounding.
@@ -34,6 +50,12 @@ from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ModelError
 
 SUPPORTED_MODEL_TYPES = frozenset({"llama"})
+EXACT_BLOCK = 64
+"""Keys per attention block in the exact path; divides the engine's KV capacity step (128)."""
+QUERY_ROW_STEP = 32
+"""The exact path pads a flash-attention call's query rows to a multiple of this: the CPU kernel rounds
+differently with fewer than 4 rows, and finishes the log-sum-exp of the last rows of a call that fill no
+whole vector with scalar code (a 1-ulp difference, measured), so every row must sit in a full vector."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +161,7 @@ def forward(
     cache: torch.Tensor,
     logits_at: torch.Tensor,
     shared: int = 0,
+    exact: bool = False,
 ) -> torch.Tensor:
     """[B, V] float32 logits at token `logits_at[b]` of each row, after appending `ids` to the cache.
 
@@ -149,10 +172,14 @@ def forward(
     logits_at: [B] index in 0..T-1 of the token whose next-token logits are returned
     shared:    leading positions holding the same tokens in every row (a shared prompt prefix); decode
                steps (T = 1) then attend to them once for the whole batch, reading row 0's copy
+    exact:     batch-invariant attention (`_blocked`; `shared` is ignored): with weights built with
+               `pack=True`, row b's results depend on its own ids and cached K/V only
     """
     batch, steps = ids.shape
     positions = starts[:, None] + torch.arange(steps)[None, :]  # [B, T]
     length = int(positions.max()) + 1
+    if exact:  # whole blocks; keys past a row's last position are masked
+        length = -(-length // EXACT_BLOCK) * EXACT_BLOCK
     if length > cache.shape[4]:
         raise ModelError(f"KV cache capacity {cache.shape[4]} is too small for position {length - 1}")
     visible = torch.arange(length)[None, None, :] <= positions[:, :, None]  # [B, T, L]
@@ -160,17 +187,21 @@ def forward(
     rope = _rotary(weights, hidden, positions)
     slots = cache_slots(positions, weights.kv_heads, cache.shape[4])
     attend = _masked(visible[:, None])
-    if steps == 1 and batch > 1 and 0 < shared <= int(starts.min()):
+    groups = weights.heads // weights.kv_heads
+    if exact:
+        attend = _blocked(visible, weights.kv_heads, groups, weights.dtype)
+    elif steps == 1 and batch > 1 and 0 < shared <= int(starts.min()):
         own_mask = _additive(visible[:, None, :, shared:], weights.dtype)
         attend = functools.partial(_cascade, shared=shared, mask=own_mask)
+    project = linear_rows if exact else linear
     for index, layer in enumerate(weights.layers):
         normed = rms_norm(hidden, layer.input_norm, weights.eps)
-        hidden += _attention(weights, layer, normed, rope, cache[:, index], slots, length, attend)
+        hidden += _attention(weights, layer, normed, rope, cache[:, index], slots, length, attend, project)
         normed = rms_norm(hidden, layer.post_norm, weights.eps)
-        gate, up = linear(normed, layer.gate_up).chunk(2, dim=-1)
-        hidden += linear(F.silu(gate) * up, layer.down)  # in place, bf16 promoted: no fp32 copy first
+        gate, up = project(normed, layer.gate_up).chunk(2, dim=-1)
+        hidden += project(F.silu(gate) * up, layer.down)  # in place, bf16 promoted: no fp32 copy first
     last = hidden[:, 0] if steps == 1 else hidden[torch.arange(batch), logits_at]  # [B, H]
-    return linear(rms_norm(last, weights.final_norm, weights.eps), weights.lm_head).float()
+    return project(rms_norm(last, weights.final_norm, weights.eps), weights.lm_head).float()
 
 
 def teacher_forced_logprobs(
@@ -208,6 +239,15 @@ def linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     if weight.is_mkldnn:
         return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [None], "")
     return F.linear(inputs, weight, bias)
+
+
+def linear_rows(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`linear` that multiplies a lone row ([1, H] or [1, 1, H]) as two copies of it: oneDNN's bf16 kernel
+    rounds M = 1 differently from M >= 2 (measured on the down projection), so without this a request
+    decoded alone would differ from the same request in a batch."""
+    if inputs.numel() != inputs.shape[-1]:
+        return linear(inputs, weight, bias)
+    return linear(torch.cat([inputs, inputs], dim=-2), weight, bias)[..., :1, :]
 
 
 def cache_slots(positions: torch.Tensor, kv_heads: int, capacity: int) -> torch.Tensor:
@@ -254,11 +294,12 @@ def _attention(
     slots: torch.Tensor,
     length: int,
     attend: Attend,
+    project: Callable[..., torch.Tensor] = linear,
 ) -> torch.Tensor:
     """[B, T, H] self-attention output; writes this step's K/V into `layer_cache` [2, B, KVH, C, D]."""
     batch, steps, _ = normed.shape
     heads, kv_heads, head_dim = weights.heads, weights.kv_heads, weights.head_dim
-    qkv = linear(normed, layer.qkv, layer.qkv_bias)
+    qkv = project(normed, layer.qkv, layer.qkv_bias)
     query_key = qkv[..., : (heads + kv_heads) * head_dim].view(batch, steps, heads + kv_heads, head_dim)
     rotated = _apply_rotary(query_key, rope)  # [B, T, Hq + KVH, D]
     q, k = rotated[:, :, :heads], rotated[:, :, heads:]
@@ -277,7 +318,7 @@ def _attention(
         .transpose(1, 2)
         .reshape(batch, steps, heads * head_dim)
     )
-    return linear(out, layer.o_proj, layer.o_bias)
+    return project(out, layer.o_proj, layer.o_bias)
 
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -316,6 +357,55 @@ def _cascade(
     total = torch.logaddexp(prefix_lse, own_lse)
     weight_prefix = torch.exp(prefix_lse - total)[..., None]
     return prefix_out * weight_prefix + own_out.float() * (1.0 - weight_prefix)
+
+
+def _blocked(visible: torch.Tensor, kv_heads: int, groups: int, dtype: torch.dtype) -> Attend:
+    """Batch-invariant attention under `visible` [B, T, L] (L a multiple of `EXACT_BLOCK`).
+
+    Each block of `EXACT_BLOCK` keys at absolute positions is one flash-attention problem of the same shape
+    for every row and call (query rows padded to a multiple of `QUERY_ROW_STEP`); the blocks' partial results
+    are merged as in split-K FlashAttention, o = sum_j exp(lse_j - m) o_j / sum_j exp(lse_j - m) with m the
+    largest lse, the sums accumulated in block order by `cumsum`, so blocks wholly past a row's last key
+    (weight exactly 0) leave its result bit-identical. The masks are built once per forward, for all layers.
+    """
+    batch, steps, length = visible.shape
+    blocks, real_rows = length // EXACT_BLOCK, groups * steps
+    rows = -(-real_rows // QUERY_ROW_STEP) * QUERY_ROW_STEP
+    # [B, nb, G*T, S]: query row g*T + t (the folded GQA order of `_attention`) sees row t's keys
+    by_block = visible.view(batch, steps, blocks, EXACT_BLOCK).transpose(1, 2).repeat(1, 1, groups, 1)
+    by_block = F.pad(by_block, (0, 0, 0, rows - real_rows), value=True)  # padding queries see everything
+    heads_shape = (batch, kv_heads, blocks, rows)
+    mask = (
+        _additive(by_block, dtype)[:, None]
+        .expand(*heads_shape, EXACT_BLOCK)
+        .reshape(-1, blocks, rows, EXACT_BLOCK)
+    )
+    unseen = ~by_block.any(-1)[:, None].expand(heads_shape).reshape(-1, blocks, rows)  # no key of the block
+
+    def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        head_dim = queries.shape[-1]
+        padded = F.pad(queries, (0, 0, 0, rows - real_rows)).reshape(-1, 1, rows, head_dim)
+        out, lse = _flash(
+            padded.expand(-1, blocks, rows, head_dim),
+            keys.reshape(-1, blocks, EXACT_BLOCK, head_dim),  # views: [B * KVH, nb, S, D]
+            values.reshape(-1, blocks, EXACT_BLOCK, head_dim),
+            mask,
+            head_dim**-0.5,
+        )
+        lse = lse.masked_fill(unseen, float("-inf"))  # a wholly masked block reports lse 0, out 0
+        weight = exp_in_lanes(lse - lse.amax(1, keepdim=True))  # [B * KVH, nb, rows]
+        merged = (weight[..., None] * out.float()).cumsum(1)[:, -1] / weight.cumsum(1)[:, -1, :, None]
+        return merged[:, :real_rows].view(batch, kv_heads, real_rows, head_dim)
+
+    return attend
+
+
+def exp_in_lanes(values: torch.Tensor) -> torch.Tensor:
+    """`values.exp()` with every element computed by the vectorised exp: PyTorch's CPU loops hand the last
+    elements of a tensor that fill no whole vector pair to the scalar exp, whose bits can differ, so an
+    element's result would depend on the tensor's size (the batch). Padded to a multiple of 64."""
+    flat = values.reshape(-1)
+    return F.pad(flat, (0, -flat.numel() % 64)).exp()[: flat.numel()].view(values.shape)
 
 
 def _flash(

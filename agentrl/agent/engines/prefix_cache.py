@@ -8,6 +8,10 @@ attention is causal, the KV of the first m tokens of an entry depends on those m
 match is as good as an exact one. An entry that is a prefix of a newly inserted one is dropped (the new one
 answers every match it could), so an episode holds one entry at a time, and finished episodes age out.
 
+An entry is `exact` when all of its KV was computed by the batch-invariant kernels (`engine.cached.
+deterministic`): a seeded request matches only those, since KV from a batched step may differ in its last
+bits from what the request would have computed itself; an exact entry is never dropped for an inexact one.
+
 What this is not: a paged or copy-on-write allocator. Entries are plain tensors copied into (and out of) the
 running batch; matching is a linear scan, fine for the few hundred entries a CPU batch produces.
 """
@@ -23,10 +27,12 @@ import torch
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """tokens: [N] ids; kv: [2, layers, kv_heads, N, head_dim], the KV of exactly those tokens."""
+    """tokens: [N] ids; kv: [2, layers, kv_heads, N, head_dim], the KV of exactly those tokens; exact: all
+    of it computed by the batch-invariant kernels."""
 
     tokens: torch.Tensor
     kv: torch.Tensor
+    exact: bool = False
 
     @property
     def length(self) -> int:
@@ -63,12 +69,17 @@ class PrefixCache:
     def clear(self) -> None:
         self._entries.clear()
 
-    def match(self, tokens: Sequence[int] | torch.Tensor, limit: int | None = None) -> PrefixMatch | None:
-        """The longest shared prefix (at most `limit` tokens) over all entries; marks that entry used."""
+    def match(
+        self, tokens: Sequence[int] | torch.Tensor, limit: int | None = None, exact: bool = False
+    ) -> PrefixMatch | None:
+        """The longest shared prefix (at most `limit` tokens) over all entries, or over the exact ones only;
+        marks that entry used."""
         query = torch.as_tensor(tokens, dtype=torch.long)
         cap = query.shape[0] if limit is None else min(limit, query.shape[0])
         best: tuple[int, int] | None = None
         for key, entry in self._entries.items():
+            if exact and not entry.exact:
+                continue
             shared = common_prefix_length(query[:cap], entry.tokens)
             if shared > 0 and (best is None or shared > best[1]):
                 best = (key, shared)
@@ -77,20 +88,24 @@ class PrefixCache:
         self._entries.move_to_end(best[0])
         return PrefixMatch(self._entries[best[0]], best[1])
 
-    def insert(self, tokens: Sequence[int] | torch.Tensor, kv: torch.Tensor) -> CacheEntry | None:
+    def insert(
+        self, tokens: Sequence[int] | torch.Tensor, kv: torch.Tensor, exact: bool = False
+    ) -> CacheEntry | None:
         """Store `kv` for `tokens` (dropping entries it extends), then evict least recently used ones.
 
         Returns the entry, or None when it alone exceeds the budget or an existing entry already covers it.
         """
-        entry = CacheEntry(torch.as_tensor(tokens, dtype=torch.long).clone(), kv)
+        entry = CacheEntry(torch.as_tensor(tokens, dtype=torch.long).clone(), kv, exact)
         if entry.length == 0 or entry.length > self.max_tokens:
             return None
         for key, old in list(self._entries.items()):
             shared = common_prefix_length(entry.tokens, old.tokens)
-            if shared == entry.length:  # already covered by a longer or equal entry
+            # one entry replaces another only if it answers every match the other could: exact ones answer
+            # seeded requests too
+            if shared == entry.length and (old.exact or not exact):  # already covered
                 self._entries.move_to_end(key)
                 return None
-            if shared == old.length:
+            if shared == old.length and (exact or not old.exact):
                 del self._entries[key]
         self._entries[self._next_key] = entry
         self._next_key += 1

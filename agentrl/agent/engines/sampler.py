@@ -42,11 +42,11 @@ def sample_next(
     every_row = sampled_rows.numel() == logits.shape[0]
     tokens = torch.zeros(logits.shape[0], dtype=torch.long) if every_row else logits.argmax(dim=-1)
     if sampled_rows.numel():
-        row_top_p = top_ps[sampled_rows]
-        if bool((row_top_p < 1.0).any()):
-            probs = torch.softmax(top_p_filter(scaled[sampled_rows], row_top_p), dim=-1)
-        else:
-            probs = (logprobs_all if every_row else logprobs_all[sampled_rows]).exp()
+        probs = (logprobs_all if every_row else logprobs_all[sampled_rows]).exp()
+        nucleus = (top_ps[sampled_rows] < 1.0).nonzero().squeeze(1)
+        if nucleus.numel():  # only those rows: a row's probabilities must not depend on the others' top-p
+            rows = sampled_rows[nucleus]
+            probs[nucleus] = torch.softmax(top_p_filter(scaled[rows], top_ps[rows]), dim=-1)
         own = [generators[row] if generators else None for row in sampled_rows.tolist()]
         tokens[sampled_rows] = inverse_cdf(probs, uniforms(own))
     logprobs = logprobs_all.gather(1, tokens[:, None]).squeeze(1)

@@ -13,6 +13,13 @@ extends its previous context, prefills only the observation tokens.
 When the model's weights change (the trainer updated them in place: parameter version counters move), the
 compute copies are rebuilt and the prefix cache is emptied before the next admission.
 
+Deterministic mode (`engine.cached.deterministic`, on by default): every forward pass that includes a
+seeded request runs the batch-invariant kernels (`forward(exact=True)`, no shared-prefix cascade), and a
+seeded request reuses only prefix-cache entries computed entirely that way. Those kernels give a token's
+K/V and logits independently of the batch, the padding and of prefill versus decode, so a seeded request's
+tokens and log-probs are a function of its prompt, seed and the weights. Unseeded requests keep the faster
+kernels except in steps they share with a seeded one.
+
 What this is not: thread-safe (the async engine calls it from one task, stepping in a worker thread) or a
 memory manager (the KV tensor grows to the longest row seen; `max_cached_tokens` bounds the prefix cache).
 """
@@ -29,6 +36,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from agentrl.agent.engines import llama_kernels as kernels
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.configs import CachedEngineConfig, Precision
+from agentrl.agent.engines.prefix_cache import CacheEntry as PrefixCacheEntry
 from agentrl.agent.engines.prefix_cache import PrefixCache, longest_common_prefix
 from agentrl.agent.engines.sampler import sample_next
 from agentrl.errors import InvalidPrompt
@@ -55,6 +63,7 @@ class _Sequence:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     generator: torch.Generator | None = None  # the request's own RNG when its params carry a seed
+    exact_kv: bool = True  # every K/V position of the row so far came from the batch-invariant kernels
 
     def __post_init__(self) -> None:
         if self.params.seed is not None and self.generator is None:
@@ -104,8 +113,11 @@ class BatchScheduler:
         version = weights_version(self.model)
         if self._weights is None or version != self._weights_version:
             with torch.inference_mode():
-                self._weights = kernels.LlamaWeights.from_model(
-                    self.model, self.dtype, rounding=self.config.rounding
+                self._weights = kernels.LlamaWeights.from_model(  # the exact kernels need packed matmuls
+                    self.model,
+                    self.dtype,
+                    pack=self.config.deterministic or None,
+                    rounding=self.config.rounding,
                 )
             self._weights_version = version
             self.prefix_cache.clear()
@@ -159,7 +171,7 @@ class BatchScheduler:
         if not admitted:
             return []
         weights = self.weights
-        self._share_common_prefix(weights, [sequence.prompt for sequence in admitted])
+        self._share_common_prefix(weights, [sequence.prompt for sequence in admitted], self._exact(admitted))
         reuse = [self._copy_plan(sequence) for sequence in admitted]
         order = sorted(range(len(admitted)), key=lambda i: len(admitted[i].prompt) - reuse[i][1])
         admitted = [admitted[i] for i in order]
@@ -174,9 +186,10 @@ class BatchScheduler:
         first_row = len(self._running)
         self._ensure_kv(weights, first_row + len(admitted), need)
         assert self._kv is not None
-        for offset, (sequence, (entry_kv, cached)) in enumerate(zip(admitted, reuse, strict=True)):
-            if entry_kv is not None:
-                self._kv[:, :, first_row + offset, :, :cached] = entry_kv[:, :, :, :cached]
+        for offset, (sequence, (entry, cached)) in enumerate(zip(admitted, reuse, strict=True)):
+            if entry is not None:
+                self._kv[:, :, first_row + offset, :, :cached] = entry.kv[:, :, :, :cached]
+                sequence.exact_kv = entry.exact
             sequence.length = cached
             self.stats.reused_tokens += cached
         self._running.extend(admitted)
@@ -186,28 +199,38 @@ class BatchScheduler:
             finished_rows += self._prefill(weights, list(rows))
         return self._finish(finished_rows)
 
-    def _copy_plan(self, sequence: _Sequence) -> tuple[torch.Tensor | None, int]:
-        """The KV to copy into the row and how many tokens it covers (at least one is left to prefill)."""
-        match = self.prefix_cache.match(sequence.prompt, limit=len(sequence.prompt) - 1)
-        return (None, 0) if match is None else (match.entry.kv, match.length)
+    def _exact(self, sequences: Sequence[_Sequence]) -> bool:
+        """Whether a forward pass over `sequences` must be batch-invariant: one of them is seeded."""
+        return self.config.deterministic and any(sequence.params.seed is not None for sequence in sequences)
 
-    def _share_common_prefix(self, weights: kernels.LlamaWeights, prompts: list[tuple[int, ...]]) -> None:
+    def _copy_plan(self, sequence: _Sequence) -> tuple[PrefixCacheEntry | None, int]:
+        """The cache entry to copy into the row and how many tokens it covers (at least one is left to
+        prefill); a seeded request in deterministic mode takes exact entries only."""
+        limit = len(sequence.prompt) - 1
+        match = self.prefix_cache.match(sequence.prompt, limit=limit, exact=self._exact([sequence]))
+        return (None, 0) if match is None else (match.entry, match.length)
+
+    def _share_common_prefix(
+        self, weights: kernels.LlamaWeights, prompts: list[tuple[int, ...]], exact: bool
+    ) -> None:
         """Prefill the prefix all `prompts` share once, into the prefix cache, unless it is mostly cached."""
         if len(prompts) < 2:
             return
         common = min(longest_common_prefix(prompts), min(len(prompt) for prompt in prompts) - 1)
-        match = self.prefix_cache.match(prompts[0][:common])
+        match = self.prefix_cache.match(prompts[0][:common], exact=exact)
         cached = 0 if match is None else match.length
         if common - cached < self.config.min_shared_prefix:
             return
-        kv = kernels.new_cache(weights, rows=1, capacity=common)
+        kv = kernels.new_cache(weights, rows=1, capacity=-(-common // _CAPACITY_STEP) * _CAPACITY_STEP)
         if match is not None:
             kv[:, :, 0, :, :cached] = match.entry.kv[:, :, :, :cached]
         ids = torch.tensor([prompts[0][cached:common]])
-        kernels.forward(weights, ids, torch.tensor([cached]), kv, torch.tensor([common - cached - 1]))
+        last = torch.tensor([common - cached - 1])
+        kernels.forward(weights, ids, torch.tensor([cached]), kv, last, exact=exact)
         self.stats.prefilled_tokens += common - cached
         self.stats.reused_tokens += cached
-        self.prefix_cache.insert(prompts[0][:common], kv[:, :, 0])
+        exact_kv = exact and (match is None or match.entry.exact)
+        self.prefix_cache.insert(prompts[0][:common], kv[:, :, 0, :, :common], exact=exact_kv)
 
     def _prefill(self, weights: kernels.LlamaWeights, rows: list[int]) -> list[int]:
         """Prefill the uncached suffix of `rows` (consecutive) in one padded batch; sample first tokens."""
@@ -220,11 +243,15 @@ class BatchScheduler:
             ids[index, : len(suffix)] = torch.tensor(suffix)
         starts = torch.tensor([sequence.length for sequence in sequences])
         last = torch.tensor([len(suffix) - 1 for suffix in suffixes])
-        logits = kernels.forward(weights, ids, starts, self._kv[:, :, rows[0] : rows[-1] + 1], last)
+        exact = self._exact(sequences)
+        logits = kernels.forward(
+            weights, ids, starts, self._kv[:, :, rows[0] : rows[-1] + 1], last, exact=exact
+        )
         for row, sequence, suffix in zip(rows, sequences, suffixes, strict=True):
             sequence.length = len(sequence.prompt)
+            sequence.exact_kv = sequence.exact_kv and exact
             self.stats.prefilled_tokens += len(suffix)
-            self._remember(sequence.prompt, row, sequence.length)
+            self._remember(sequence.prompt, row, sequence)
         done = self._sample(sequences, logits)
         return [row for row, finished in zip(rows, done, strict=True) if finished]
 
@@ -237,12 +264,13 @@ class BatchScheduler:
         ids = torch.tensor([[sequence.tokens[-1]] for sequence in self._running])
         starts = torch.tensor([sequence.length for sequence in self._running])
         zeros = torch.zeros(count, dtype=torch.long)
-        logits = kernels.forward(
-            self.weights, ids, starts, self._kv[:, :, :count], zeros, self._shared_prefix()
-        )
+        exact = self._exact(self._running)
+        shared = 0 if exact else self._shared_prefix()
+        logits = kernels.forward(self.weights, ids, starts, self._kv[:, :, :count], zeros, shared, exact)
         self.stats.decode_steps += 1
         for sequence in self._running:
             sequence.length += 1
+            sequence.exact_kv = sequence.exact_kv and exact
         done = self._sample(self._running, logits)
         return self._finish([row for row, finished in enumerate(done) if finished])
 
@@ -285,7 +313,7 @@ class BatchScheduler:
         results = []
         for row in rows:
             sequence = self._running[row]
-            self._remember((*sequence.prompt, *sequence.tokens[:-1]), row, sequence.length)
+            self._remember((*sequence.prompt, *sequence.tokens[:-1]), row, sequence)
             results.append((sequence.handle, self._completion(sequence)))
         self._free_rows(rows)
         return results
@@ -302,10 +330,13 @@ class BatchScheduler:
             ended_turn=ended_turn,
         )
 
-    def _remember(self, tokens: tuple[int, ...], row: int, length: int) -> None:
-        """Store row `row`'s first `length` KV positions as the prefix-cache entry of `tokens`."""
+    def _remember(self, tokens: tuple[int, ...], row: int, sequence: _Sequence) -> None:
+        """Store row `row`'s KV positions (all `sequence.length` of them) as the prefix-cache entry of
+        `tokens`."""
+        length = sequence.length
         assert self._kv is not None and len(tokens) == length
-        self.prefix_cache.insert(tokens, self._kv[:, :, row, :, :length].clone())
+        kv = self._kv[:, :, row, :, :length].clone()
+        self.prefix_cache.insert(tokens, kv, exact=self.config.deterministic and sequence.exact_kv)
 
     def _free_rows(self, rows: list[int]) -> None:
         """Remove rows, moving the last running row into each hole so rows stay packed."""
