@@ -180,16 +180,17 @@ class SWEBenchEnv(Env):
         super().close()
 
     def fork(self) -> SWEBenchEnv:
-        """A copy of this episode whose sandbox is a fork of this one's (the workdir, `.git` included,
-        copied into an emptied workdir of a sandbox of the same image: an official image's /testbed is not
-        empty)."""
-        parent = self._require_sandbox()
+        """A copy of this episode whose sandbox is a fork of this one's: the workdir, `.git` included, copied
+        into a sandbox of the same image (whose workdir is emptied first when it is not the empty tmpfs of a
+        local image: an official image's /testbed holds the repository)."""
+        parent, instance = self._require_sandbox(), self._require_instance()
         child = copy_env(self, reopened=("_sandbox",))
         assert isinstance(child, SWEBenchEnv)
-        target = self._acquire(self._require_instance())
+        target = self._acquire(instance)
         try:
-            workdir = self.sandbox_config.workdir
-            target.exec(["find", workdir, "-mindepth", "1", "-delete"], timeout=self.command_timeout_s)
+            if not isinstance(instance.tests, LocalTests):
+                emptying = ["find", self.sandbox_config.workdir, "-mindepth", "1", "-delete"]
+                target.exec(emptying, timeout=self.command_timeout_s)
             child._sandbox = parent.fork(target=target)
         except BaseException:
             self._discard(target)
