@@ -49,7 +49,8 @@ the episode); every `RequestRejected` is the caller's mistake, never retried, an
     413 and any other 4xx                                 -> RequestRejected     (with the server's message)
 `create_session` tries the next replica only after a `ServiceUnavailable` (when every replica failed so, it
 raises one `ServiceUnavailable` naming each failure); a caller error would be refused by every replica alike,
-so it is raised at once.
+so it is raised at once. An `InvalidTask` names the task's id and, for a task read by
+`agentrl.tasks.load_tasks`, its file and line (`describe_task`), so a refused task points at the line to fix.
 
 What this is not: a load balancer with active health checks, or an episode re-runner (re-running an
 infrastructure failure is the trainer's decision).
@@ -78,10 +79,12 @@ from agentrl.errors import (
     AuthError,
     ConfigError,
     EnvNotFound,
+    InvalidTask,
     ServiceError,
     ServiceUnavailable,
     SessionNotFound,
 )
+from agentrl.tasks import describe_task
 from agentrl.types import Action, ForkedSession, SessionStart
 from agentrl.wire import (
     FRAME_BYTES,
@@ -214,6 +217,8 @@ class EnvClient:
                 except ServiceUnavailable as exc:
                     failures.append(str(exc))
                     continue
+                except InvalidTask as exc:
+                    raise InvalidTask(f"{exc}; the refused {describe_task(task)}: fix or remove it") from exc
                 start = SessionStart(**data)
                 self._pinned[start.session_id] = replica
                 return start

@@ -8,7 +8,8 @@ deterministic uniform batches of them (`sample_tasks`, the `uniform` sampler), a
 `tasks.adaptive.*`; they live here, next to the data they draw from, so `agentrl.config` stays light).
 What this is not: the samplers that play and select groups (`agentrl/trainer/task_sampling.py`), task
 generation (each env plugin ships its own generator script) or validation of a task's fields (the env
-validates the task it is given in `reset`).
+validates the task it is given in `reset`). `task_source` says which file and line a loaded task came
+from (a side table keyed by task id, so the records sent to envs stay exactly the file's objects).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ Task = Mapping[str, Any]
 
 SAMPLERS = ("uniform", "filtered", "adaptive")
 """The values of `tasks.sampler` (see `agentrl/trainer/task_sampling.py`)."""
+
+_SOURCES: dict[str, str] = {}  # task id -> "path:line" of the last file `load_tasks` read it from
 
 
 @dataclass(frozen=True)
@@ -96,13 +99,33 @@ def resolve_suite(root: str | Path, suite: str) -> Path:
 
 def load_tasks(root: str | Path, suite: str, split: str) -> list[Task]:
     """All task records of one split (`<split>.jsonl` in the folder `resolve_suite` finds), in file order."""
-    path = resolve_suite(root, suite) / f"{split}.jsonl"
+    path = task_file(root, suite, split)
     if not path.is_file():
         raise ConfigError(f"task file {path} not found; check tasks.suite / tasks.*_split in the config")
-    tasks = [_parse_line(line, path, number) for number, line in enumerate(path.open(), 1) if line.strip()]
+    numbered = [(number, line) for number, line in enumerate(path.open(), 1) if line.strip()]
+    tasks = [_parse_line(line, path, number) for number, line in numbered]
     if not tasks:
         raise ConfigError(f"task file {path} is empty")
+    lines = (number for number, _ in numbered)
+    _SOURCES.update({str(task["id"]): f"{path}:{line}" for task, line in zip(tasks, lines, strict=True)})
     return tasks
+
+
+def task_file(root: str | Path, suite: str, split: str) -> Path:
+    """The file `load_tasks` reads for this split: in `./tasks/` or in an installed plugin's data."""
+    return resolve_suite(root, suite) / f"{split}.jsonl"
+
+
+def task_source(task_id: Any) -> str | None:
+    """`path:line` of the task with this id in the task file it was loaded from (None for a task no
+    `load_tasks` call read, e.g. one built in code)."""
+    return _SOURCES.get(str(task_id))
+
+
+def describe_task(task: Mapping[str, Any]) -> str:
+    """A task as an error message names it: its id and, when it was loaded from a file, the file and line."""
+    source = task_source(task.get("id"))
+    return f"task {task.get('id')!r}" + (f" ({source})" if source else "")
 
 
 def _parse_line(line: str, path: Path, number: int) -> Task:

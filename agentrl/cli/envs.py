@@ -6,7 +6,8 @@
   (`agentrl.devtools.scaffold`).
 - `check ID [--task NAME | --suite SUITE] [--policy random|scripted|MODULE:FUNCTION] ...`: `check_env`, then
   episodes through a real env service session, as a short report; exit code 1 when a check failed
-  (`agentrl.devtools.service_check`). The policies are `ScriptedPolicy`s (`agentrl.env.scripted`).
+  (`agentrl.devtools.service_check`). Its header names the task file it read (in ./tasks/ or the plugin's).
+  The policies are `ScriptedPolicy`s (`agentrl.env.scripted`).
 
 What this is not: the logic; each action is a thin handler over the modules named above.
 """
@@ -145,7 +146,7 @@ def check_command(args: argparse.Namespace) -> int:
     from agentrl.devtools.service_check import CheckConfig, check_service_env, format_report
     from agentrl.env import list_envs
     from agentrl.env.plugin_data import plugin_named
-    from agentrl.tasks import load_tasks
+    from agentrl.tasks import load_tasks, task_file
 
     registered = {info.id: info for info in list_envs()}
     if args.env_id not in registered:
@@ -165,6 +166,7 @@ def check_command(args: argparse.Namespace) -> int:
         for part in (
             shipped_by,
             f"config {source.config}" if source.config else f"suite {source.suite}",
+            f"tasks {task_file(source.root, source.suite, source.split)}",
             f"policy {args.policy}",
             f"{config.episodes} episodes in groups of {config.group_size}",
         )

@@ -8,7 +8,9 @@ seed, as training plays them. It measures what a plugin author can act on (`Find
 "FAIL"): sessions that error or stay open, state keys missing, None, or never recurring across a group,
 invalid turns and whether the env flags them, observation sizes, step latency p50/p99 (and a non-blocking
 env slow enough to stall the service's event loop), episodes the env never ends, a scripted policy that
-never succeeds, and sandbox containers started and left behind. `format_report` prints it; the exit code
+never succeeds, and sandbox containers started and left behind. A task the env refuses at reset is the task's
+fault, not the env's: it is reported once, on the "tasks" line (the task's file and line, the env's message),
+and its episodes are left out of every other finding. `format_report` prints it; the exit code
 (`CheckReport.exit_code`) is for CI.
 
 The policies are `ScriptedPolicy`s (`agentrl.env.scripted`, the contract `agentrl demos` plays too), each
@@ -39,7 +41,7 @@ from agentrl.env.core import INFO_INVALID, INFO_STATE_KEY, INFO_SUCCESS
 from agentrl.env.registration import make, tools_of
 from agentrl.env.scripted import ScriptedPolicy, ScriptedTurn, ScriptedTurns
 from agentrl.env.toolcall import render_tool_call
-from agentrl.errors import AgentRLError, ConfigError, SandboxUnavailable, ServiceUnavailable
+from agentrl.errors import AgentRLError, ConfigError, InvalidTask, SandboxUnavailable, ServiceUnavailable
 
 Status = Literal["ok", "warn", "FAIL"]
 
@@ -101,6 +103,7 @@ class EpisodeTrace:
     success: bool = False
     episode_return: float = 0.0
     error: str | None = None
+    refused: str | None = None  # the env refused the task at reset (InvalidTask): the task's fault
 
 
 @dataclass
@@ -141,13 +144,16 @@ def check_service_env(
         )
     kwargs = dict(env_kwargs or {})
     before = _own_containers()
-    findings, blocking = _local_check(env_id, tasks[0], kwargs)
     choose = policy or random_policy(tools_of(env_id), config.seed)
     docker = before is not None
     traces, open_sessions, seen = asyncio.run(_play_all(env_id, tasks, kwargs, choose, config, docker))
+    played = [trace for trace in traces if trace.refused is None]
+    accepted = [tasks[trace.group % len(tasks)] for trace in played]  # check_env on a task the env takes
+    findings, blocking = _local_check(env_id, accepted[0] if accepted else None, kwargs)
+    findings += task_findings(traces)
     findings += episode_findings(traces, open_sessions, scripted=policy is not None)
-    findings += state_key_findings(traces)
-    findings += size_and_latency_findings(traces, blocking, config)
+    findings += state_key_findings(played)
+    findings += size_and_latency_findings(played, blocking, config)
     findings.append(container_finding(before, seen, config.teardown_s))
     return CheckReport(env_id, header or env_id, findings)
 
@@ -214,9 +220,13 @@ def _pick(values: list[Any], rng: np.random.Generator) -> Any:
 
 
 def _local_check(
-    env_id: str, task: Mapping[str, Any], kwargs: Mapping[str, Any]
+    env_id: str, task: Mapping[str, Any] | None, kwargs: Mapping[str, Any]
 ) -> tuple[list[Finding], bool]:
     env = make(env_id, **kwargs)
+    if task is None:
+        env.close()
+        skipped = Finding("warn", "check_env", "not run: the env refused every task it was given (see tasks)")
+        return [skipped], bool(getattr(env, "blocking", True))
     try:
         check_env(env, options={"task": dict(task)})
         finding = Finding(
@@ -273,6 +283,9 @@ async def _play(
     trace = EpisodeTrace(group=group)
     try:
         start = await client.create_session(env_id, task, seed)
+    except InvalidTask as exc:
+        trace.refused = str(exc)
+        return trace
     except AgentRLError as exc:
         trace.error = f"create_session: {type(exc).__name__}: {exc}"
         return trace
@@ -365,19 +378,43 @@ def _serving(env_id: str, kwargs: Mapping[str, Any]) -> Iterator[str]:
 # --- findings (pure) -----------------------------------------------------------------------------------
 
 
+def task_findings(traces: Sequence[EpisodeTrace]) -> list[Finding]:
+    """The tasks the env refused at reset, as the tasks' fault: each distinct refusal once (its message
+    names the task's file and line and the env's reason). No line when every task was accepted."""
+    refusals = list(dict.fromkeys(trace.refused for trace in traces if trace.refused))
+    if not refusals:
+        return []
+    count = sum(trace.refused is not None for trace in traces)
+    return [
+        Finding(
+            "FAIL",
+            "tasks",
+            f"{count} of {len(traces)} episodes could not start: the env refused their task at reset "
+            "(a bad task, not a broken env): " + " | ".join(refusals),
+        )
+    ]
+
+
 def episode_findings(traces: Sequence[EpisodeTrace], open_sessions: int, *, scripted: bool) -> list[Finding]:
-    """Sessions (errors, left open), how episodes ended, success, and invalid turns."""
+    """Sessions (errors, refused tasks, left open), how episodes ended, success, and invalid turns; the
+    episodes of refused tasks count only on the sessions line."""
     errors = [trace.error for trace in traces if trace.error]
+    refused = sum(trace.refused is not None for trace in traces)
     findings = [
         Finding(
             "FAIL" if errors or open_sessions else "ok",
             "sessions",
-            f"{len(traces)} opened, stepped and closed through the env service; {len(errors)} errors"
+            f"{len(traces) - refused} opened, stepped and closed through the env service; "
+            f"{len(errors)} errors"
             + (f" (first: {errors[0]})" if errors else "")
+            + (f"; {refused} refused (the task's fault: see tasks)" if refused else "")
             + f"; {open_sessions} left open"
             + (" (close must end the session)" if open_sessions else ""),
         )
     ]
+    traces = [trace for trace in traces if trace.refused is None]
+    if not traces:
+        return findings
     ended = sum(trace.ended for trace in traces)
     successes = sum(trace.success for trace in traces)
     mean_return = float(np.mean([trace.episode_return for trace in traces])) if traces else 0.0

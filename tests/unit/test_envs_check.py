@@ -18,6 +18,7 @@ from agentrl.cli.main import main
 from agentrl.devtools import service_check as check
 from agentrl.devtools.service_check import CheckConfig, EpisodeTrace, check_service_env, format_report
 from agentrl.env import Env, StepResult, register, render_tool_call, tool_spec, transcript_policy
+from agentrl.errors import EnvError
 from agentrl.types import Action, ToolCall
 
 GUESS_TASKS = [{"id": f"t{target}", "target": target} for target in (3, 8, 16)]
@@ -71,6 +72,16 @@ class ScriptedSayEnv(SayEnv):
     scripted_policy = staticmethod(say_the_word)
 
 
+class PickySayEnv(SayEnv):
+    """Refuses, at reset, a task whose word is not a plain lowercase word (the task's fault)."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        word = ((options or {}).get("task") or {}).get("word", "hello")
+        if not str(word).isalpha():
+            raise EnvError(f"the task's word must be letters only, got {word!r}")
+        return super().reset(seed=seed, options=options)
+
+
 class NoKeyEnv(SayEnv):
     """Forgets info["state_key"] on its steps."""
 
@@ -82,6 +93,7 @@ register("test/Say-v0", entry_point=SayEnv)
 register("test/HistoryKeys-v0", entry_point=HistoryKeyEnv)
 register("test/SlowStep-v0", entry_point=SlowStepEnv)
 register("test/NoKey-v0", entry_point=NoKeyEnv)
+register("test/PickySay-v0", entry_point=PickySayEnv)
 register("test/ScriptedSay-v0", entry_point=ScriptedSayEnv)
 
 
@@ -169,6 +181,25 @@ def test_history_keys_and_a_slow_non_blocking_step_warn_and_missing_keys_fail() 
     assert statuses(missing)["state keys"] == "FAIL" and statuses(missing)["check_env"] == "FAIL"
 
 
+def test_a_refused_task_is_the_task_fault_with_its_file_and_line_and_nothing_else_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "tasks" / "picky").mkdir(parents=True)
+    lines = ['{"id": "good", "word": "yes"}', '{"id": "bad", "word": "4 2"}']
+    (tmp_path / "tasks" / "picky" / "train.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.chdir(tmp_path)
+    command = ["envs", "check", "test/PickySay-v0", "--suite", "picky", "--episodes", "4", "--policy"]
+    assert main([*command, f"{__name__}:say_the_word"]) == 1
+    out = capsys.readouterr().out
+    found = {line.split(":")[0].split()[-1]: line for line in out.splitlines()[1:-1]}
+    assert "FAIL" in found["tasks"] and "tasks/picky/train.jsonl:2" in found["tasks"]
+    assert "letters only, got '4 2'" in found["tasks"] and "task 'bad'" in found["tasks"]
+    assert "2 refused" in found["sessions"] and "0 errors" in found["sessions"]
+    assert "2 opened" in found["sessions"]
+    assert out.count("FAIL") == 2  # the tasks line and the verdict: no cascade into state keys or check_env
+    assert "missing after" not in out and "result: FAIL (1 failures" in out
+
+
 def test_a_container_that_outlives_the_check_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(check, "_own_containers", lambda: {"old", "leaked0123456789"})
     finding = check.container_finding({"old"}, {"old", "leaked0123456789", "gone"}, teardown_s=0.0)
@@ -190,7 +221,8 @@ def test_envs_check_from_the_command_line(capsys: pytest.CaptureFixture[str]) ->
     assert main(["envs", "check", "test/GuessNumber-v0", "--suite", "guess", "--episodes", "2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(
-        "envs check test/GuessNumber-v0 (suite guess; policy random; 2 episodes in groups of 2)"
+        "envs check test/GuessNumber-v0 (suite guess; tasks tasks/guess/train.jsonl; policy random; "
+        "2 episodes in groups of 2)"
     )
     assert "result: PASS" in out
     assert main(["envs", "check", "test/GuessNumbr-v0", "--suite", "guess"]) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,8 +14,9 @@ from fixtures_envs import GUESS_NUMBER_ID
 
 from agentrl import client as client_module
 from agentrl.client import ClientConfig, EnvClient, parse_retry_after, retry_delay
-from agentrl.errors import INFRA_ERRORS, ServiceUnavailable
+from agentrl.errors import INFRA_ERRORS, InvalidTask, ServiceUnavailable
 from agentrl.service import ServiceSettings, create_app
+from agentrl.tasks import load_tasks
 from agentrl.types import Action, ToolCall
 
 URLS = ["http://replica-a.test", "http://replica-b.test"]
@@ -226,3 +228,24 @@ def test_a_fleet_with_no_live_replica_raises_one_infra_error_naming_why() -> Non
             assert isinstance(caught.value, INFRA_ERRORS)
 
     asyncio.run(main())
+
+
+def test_a_refused_task_names_its_file_and_line_and_reaches_the_env_unchanged(tmp_path: Path) -> None:
+    """What `agentrl train` prints when the env refuses a task: the trainer's episodes open their sessions
+    through `EnvClient.create_session`, and its `InvalidTask` names the task file and line."""
+    folder = tmp_path / "tasks" / "guess"
+    folder.mkdir(parents=True)
+    (folder / "train.jsonl").write_text('{"id": "ok", "target": 3}\n\n{"id": "big", "target": 999}\n')
+    tasks = load_tasks(tmp_path / "tasks", "guess", "train")
+    assert tasks[1] == {"id": "big", "target": 999}  # the record is the file's object, nothing added
+
+    async def scenario() -> None:
+        async with _fleet(ServiceSettings()) as (_, _, client):
+            await client.create_session(GUESS_NUMBER_ID, tasks[0], seed=0)
+            with pytest.raises(InvalidTask) as refused:
+                await client.create_session(GUESS_NUMBER_ID, tasks[1], seed=0)
+            message = str(refused.value)
+            assert f"task 'big' ({folder / 'train.jsonl'}:3)" in message
+            assert "got 999" in message  # the env's own message
+
+    asyncio.run(scenario())
