@@ -97,7 +97,7 @@ def estimate(name: str, batch: StepBatch, config: Any = None, **options: Any) ->
 
 
 def estimate_records(name: str, records: Sequence[Mapping[str, Any]], **options: Any) -> list[list[float]]:
-    """The record API: adv[i][t] for episode i, step t (record keys and option names in docs/credit.md)."""
+    """The record API: `adv[i][t]` for episode i, step t (record keys and option names in docs/credit.md)."""
     batch = records_to_batch(records)
     return split_by_episode(estimate(name, batch, **options), batch)
 
