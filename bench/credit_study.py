@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/credit_study.py            # the full study (see "Cost" below); the lead runs it
     .venv/bin/python bench/credit_study.py --quick    # 1 seed, grpo + gigpo, 1 tiny train step: minutes
+    .venv/bin/python bench/credit_study.py --study calc-chain   # part 3 of docs/credit_study.md (issue 41)
 
 First it makes the warm start every run begins from, once (`agentrl demos` + `agentrl sft`, the
 cold-start recipe; `warm_start_demos=0` starts from the base model instead). Then for each estimator and
@@ -17,13 +18,19 @@ steps per estimator, with 95% Student-t bands over seeds) and prints the summary
         episodes}], wall_s, train_steps, env_steps, and the means over train steps of anchor_hit_rate,
         anchor_group_size, zero_variance_groups, invalid_turn_rate, train_success_rate
     mean_curves[estimator]: [{checkpoint_env_steps, mean, low, high, n}]
-    summary.gigpo_steps_to_grpo_final_ratio: the first checkpoint at which GiGPO's mean curve reaches GRPO's
-        final mean held-out success, in env steps, divided by GRPO's mean total env steps; null if never.
-        Checkpoints are not interpolated. If GRPO's final mean is not above the base model's, the ratio is
-        0 by this definition; `summary.grpo_improved_over_base` says so.
-    summary.gigpo_steps_to_grpo_final_per_seed / _band: the same ratio for each GiGPO seed's own curve (from
-        its first checkpoint on; null if that seed never reaches GRPO's final mean), and the 95% t-band over
-        the seeds that reach it. summary.grpo_final_band_excludes_base: GRPO's final band is above the base.
+    summary.gigpo_steps_to_threshold: the credit gym's definition (docs/credit_gym.md): threshold = base +
+        0.8 x (GRPO's final mean - base), null when GRPO's final mean is not above the base; the env steps
+        at which each estimator's mean curve first reaches it (linear between checkpoints, base at 0);
+        their ratio (GiGPO over GRPO); and a 95% percentile band from resampling GRPO's and GiGPO's seeds
+        independently (the engine's samples depend on the batch, so seeds are not paired), the threshold
+        recomputed in each resample (GRPO's own spread), a resample that never reaches it counted as an
+        infinite ratio (censored at the budget, never dropped); an infinite band end is null.
+    summary.grpo_final_band_excludes_base: GRPO's final band is above the base (every base evaluation).
+    summary.gigpo_half_minus_grpo_full (when a checkpoint sits at half the budget): GiGPO's mean at half the
+        env steps minus GRPO's at the full budget, with a 95% Welch band over seeds (unpaired).
+`--study calc-chain` is part 3's plan (`CALC_CHAIN`): the metric is per-part success (mean reward / parts),
+the base is evaluated `base_evaluations` times, and every run's kept summary holds each evaluation's
+temperature and per-task outcomes (from the run store), plus a last evaluation at the base's best decoding.
 
 How: the loop below is the sync seat of the training loop (`agentrl.trainer.train.SyncSeat` in
 `agentrl.trainer.loop.run_loop`: the same rollouts and the same shared step of
@@ -51,23 +58,30 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from agentrl.config import RunConfig, load_config
+from agentrl.cpu import cpu_flags
+from agentrl.evidence import evaluations_of
 from agentrl.memory import choose_allocator
+from agentrl.store.repository import load_episodes
 from agentrl.tasks import load_tasks
 from agentrl.trainer import distributed
 from agentrl.trainer.run import (
+    EVAL_SEED,
     EvalResult,
     evaluate,
     log_metrics,
     open_run,
     pad_id,
+    play_tasks,
     rollout_metrics,
+    summarise_eval,
 )
 from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
 from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
@@ -78,6 +92,9 @@ CREDIT_KEYS = ("anchor_hit_rate", "anchor_group_size", "zero_variance_groups")
 # measured step and eval times (seconds) on the 2-core machine; used only by `estimate_wall_s`
 STEP_S = 240.0
 EVAL_S = 90.0
+# per task: (train step s, held-out evaluation s, env steps per train step), measured as docs/credit_study.md
+# says (calc-chain: part 3's one-step timing and the go/no-go's evaluations)
+MEASURED: dict[str, tuple[float, float, float]] = {}
 # two-sided 95% Student-t quantiles by degrees of freedom (no scipy in the venv); 1.96 beyond the table
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
@@ -111,6 +128,31 @@ class StudyConfig:
     runs_dir: str = "runs/credit_study_warm"
     out: Path = RESULTS / "credit_study_warm.json"
     plot: Path = RESULTS / "credit_study_warm.png"
+    # what a curve point's value is: "success_rate" (episodes solved) or "per_part_success" (mean reward
+    # over the env's `parts`: the calc-chain study's metric)
+    metric: str = "success_rate"
+    base_evaluations: int = 1  # how often the starting model is evaluated (each its own kept run)
+    # a last evaluation of every run at this temperature (the base's best decoding); None: none
+    best_temperature: float | None = None
+
+
+CALC_CHAIN = StudyConfig(  # docs/credit_study.md part 3, fixed before its first run
+    task="calc-chain",
+    estimators=("grpo", "gigpo"),
+    seeds=(0, 1, 2, 3),
+    env_steps=1600,
+    eval_points=2,
+    eval_tasks=48,
+    overrides=(),
+    warm_start_demos=0,
+    runs_dir="runs/credit_study_calc_chain",
+    out=RESULTS / "credit_study_calc_chain.json",
+    plot=RESULTS / "credit_study_calc_chain.png",
+    metric="per_part_success",
+    base_evaluations=2,
+    best_temperature=0.0,
+)
+STUDIES = {"calc-chain": CALC_CHAIN}
 
 
 QUICK = StudyConfig(
@@ -135,17 +177,19 @@ class RunResult:
 
     estimator: str
     seed: int
-    curve: list[dict[str, float]] = field(default_factory=list)
+    curve: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
     train_steps: int = 0
     env_steps: int = 0
     step_metrics: list[dict[str, float]] = field(default_factory=list)
+    evaluations: list[dict[str, Any]] = field(default_factory=list)  # with per-task outcomes
 
     def summary(self) -> dict[str, Any]:
         means = {key: _mean([m[key] for m in self.step_metrics if key in m]) for key in _STEP_KEYS}
         return {
             "seed": self.seed,
             "curve": self.curve,
+            "evaluations": self.evaluations,
             "wall_s": round(self.wall_s, 1),
             "train_steps": self.train_steps,
             "env_steps": self.env_steps,
@@ -272,9 +316,47 @@ async def train_run(study: StudyConfig, estimator: str, seed: int) -> RunResult:
             result.step_metrics.append(step_summary(metrics))
             while pending and result.env_steps >= pending[0]:
                 evaluated = await evaluate(ctx, step)
-                result.curve.append(curve_point(pending.pop(0), result.env_steps, step, evaluated))
+                result.curve.append(curve_point(pending.pop(0), result.env_steps, step, evaluated, config))
+        if study.best_temperature is not None:
+            result.curve[-1]["at_best_temperature"] = await evaluate_at(ctx, study.best_temperature)
+        result.evaluations = kept_evaluations(ctx)
     result.wall_s = time.perf_counter() - started
     return result
+
+
+async def evaluate_at(ctx: Any, temperature: float) -> dict[str, Any]:
+    """One more held-out evaluation of the run's current model at `temperature`, as `evaluate` plays it
+    (same tasks, sampler seed and env seed), with its per-task outcomes; not recorded in the store."""
+    config = ctx.config
+    tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)
+    tasks = tasks[: config.eval.num_tasks]
+    torch.manual_seed(EVAL_SEED)
+    sampling = replace(config.sampling, temperature=temperature)
+    episodes = await play_tasks(ctx, tasks, group_size=1, sampling=sampling, seed=0)
+    evaluated = summarise_eval(episodes)
+    parts = int(config.env.kwargs.get("parts", 1))
+    per_task = [
+        {
+            "task_id": episode.task_id,
+            "success": None if episode.is_infra_failure else episode.success,
+            "reward": episode.reward,
+        }
+        for episode in episodes
+    ]
+    return {
+        "temperature": temperature,
+        "success_rate": evaluated.success_rate,
+        "per_part_success": evaluated.mean_reward / parts,
+        "episodes": evaluated.episodes,
+        "per_task": per_task,
+    }
+
+
+def kept_evaluations(ctx: Any) -> list[dict[str, Any]]:
+    """Every held-out evaluation the run recorded, with its temperature and per-task outcomes (the store)."""
+    ctx.writer.flush()
+    episodes = [row for row in load_episodes(ctx.store, ctx.run_id) if row["split"] == "eval"]
+    return evaluations_of(episodes, ctx.config.eval.temperature, "eval")
 
 
 def step_summary(metrics: Mapping[str, float]) -> dict[str, float]:
@@ -286,23 +368,31 @@ def step_summary(metrics: Mapping[str, float]) -> dict[str, float]:
     return kept
 
 
-def curve_point(checkpoint: int, env_steps: int, step: int, evaluated: EvalResult) -> dict[str, float]:
+def curve_point(
+    checkpoint: int, env_steps: int, step: int, evaluated: EvalResult, config: RunConfig
+) -> dict[str, float]:
+    parts = int(config.env.kwargs.get("parts", 1))
     return {
         "checkpoint_env_steps": checkpoint,
         "env_steps": env_steps,
         "train_step": step,
         "success_rate": evaluated.success_rate,
+        "per_part_success": evaluated.mean_reward / parts,
+        "temperature": config.eval.temperature,
         "episodes": evaluated.episodes,
     }
 
 
-async def evaluate_base(study: StudyConfig) -> dict[str, float]:
+async def evaluate_base(study: StudyConfig) -> dict[str, Any]:
     """Held-out success of the model every run starts from (env step 0 of every curve): the warm start, or
-    the base model when the study has none."""
+    the base model when the study has none; at the best decoding too when the study names one."""
     config = run_config(study, "grpo", 0)
     async with open_run(config, kind="eval") as ctx:
-        evaluated = await evaluate(ctx, 0)
-    return curve_point(0, 0, 0, evaluated)
+        point: dict[str, Any] = curve_point(0, 0, 0, await evaluate(ctx, 0), config)
+        if study.best_temperature is not None:
+            point["at_best_temperature"] = await evaluate_at(ctx, study.best_temperature)
+        point["evaluations"] = kept_evaluations(ctx)
+    return point
 
 
 def band(values: Sequence[float]) -> tuple[float, float, float]:
@@ -315,20 +405,23 @@ def band(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def mean_curve(base: Mapping[str, float], runs: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
-    """Per checkpoint (base first): mean success over seeds with its band, and mean actual env steps."""
+def base_value(base: Mapping[str, Any], metric: str) -> float:
+    """The starting model's value: the mean of its evaluations (`base["repeats"]`, else the one)."""
+    repeats = base.get("repeats") or [base]
+    return _mean([float(point[metric]) for point in repeats])
+
+
+def mean_curve(
+    base: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], metric: str = "success_rate"
+) -> list[dict[str, float]]:
+    """Per checkpoint (base first): mean `metric` over seeds with its band, and mean actual env steps."""
+    start = base_value(base, metric)
     points = [
-        {
-            "checkpoint_env_steps": 0.0,
-            "env_steps": 0.0,
-            "mean": base["success_rate"],
-            "low": base["success_rate"],
-            "high": base["success_rate"],
-            "n": float(len(runs)),
-        }
-    ]
+        {"checkpoint_env_steps": 0.0, "env_steps": 0.0, "mean": start, "low": start, "high": start,
+         "n": float(len(runs))}
+    ]  # fmt: skip
     for index in range(min(len(run["curve"]) for run in runs)):
-        rates = [run["curve"][index]["success_rate"] for run in runs]
+        rates = [run["curve"][index][metric] for run in runs]
         mean, low, high = band(rates)
         points.append(
             {
@@ -343,39 +436,103 @@ def mean_curve(base: Mapping[str, float], runs: Sequence[Mapping[str, Any]]) -> 
     return points
 
 
-def steps_to_reach_ratio(
-    challenger: Sequence[Mapping[str, float]],
-    reference: Sequence[Mapping[str, float]],
-    reference_steps: float,
-) -> float | None:
-    """Env steps at which `challenger`'s mean curve first reaches `reference`'s final mean, over
-    `reference_steps`; None if it never does (checkpoints, no interpolation)."""
-    target = reference[-1]["mean"]
-    for point in challenger:
-        if point["mean"] >= target:
-            return point["env_steps"] / reference_steps if reference_steps else None
+def steps_to_threshold(curve: Sequence[tuple[float, float]], threshold: float) -> float | None:
+    """The first env-step count at which a (env steps, value) curve reaches `threshold`, linear between
+    points (the credit gym's `steps_to_threshold`); None if it never does."""
+    for index, (x, y) in enumerate(curve):
+        if y >= threshold:
+            if index == 0:
+                return float(x)
+            x0, y0 = curve[index - 1]
+            return float(x0 + (threshold - y0) / (y - y0) * (x - x0))
     return None
 
 
-def per_seed_ratios(
-    runs: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, float]], reference_steps: float
-) -> list[float | None]:
-    """Per run: the env steps at which its own curve first reaches `reference`'s final mean, over
-    `reference_steps` (None if it never does); the spread of these gives the ratio its band."""
-    target = reference[-1]["mean"]
-    ratios: list[float | None] = []
-    for run in runs:
-        hit = next((p["env_steps"] for p in run["curve"] if p["success_rate"] >= target), None)
-        ratios.append(hit / reference_steps if hit is not None and reference_steps else None)
-    return ratios
+def threshold_ratio(
+    start: float, grpo: np.ndarray, gigpo: np.ndarray, xs: Sequence[float], fraction: float = 0.8
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """(threshold, GRPO's steps, GiGPO's steps, ratio) from [seeds, checkpoints] arrays: threshold = start +
+    fraction x (GRPO's final mean - start), None when GRPO's final mean is not above the start; a curve
+    that never reaches it gives steps None and ratio inf (censored at the budget)."""
+    grpo_mean, gigpo_mean = grpo.mean(axis=0), gigpo.mean(axis=0)
+    if grpo_mean[-1] <= start:
+        return None, None, None, None
+    threshold = start + fraction * (float(grpo_mean[-1]) - start)
+    grpo_steps = steps_to_threshold([(0.0, start), *zip(xs, grpo_mean.tolist(), strict=True)], threshold)
+    gigpo_steps = steps_to_threshold([(0.0, start), *zip(xs, gigpo_mean.tolist(), strict=True)], threshold)
+    if gigpo_steps is None or not grpo_steps:
+        return threshold, grpo_steps, gigpo_steps, math.inf
+    return threshold, grpo_steps, gigpo_steps, gigpo_steps / grpo_steps
 
 
-def summarise(base: Mapping[str, float], runs: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def threshold_ratio_summary(
+    start: float, runs: Mapping[str, Sequence[Mapping[str, Any]]], metric: str, resamples: int = 2000
+) -> dict[str, Any]:
+    """The gym's steps-to-threshold ratio of GiGPO over GRPO with a 95% band from resampling each
+    estimator's seeds independently (see the module docstring)."""
+    points = min(len(run["curve"]) for name in ("grpo", "gigpo") for run in runs[name])
+    xs = [_mean([run["curve"][i]["env_steps"] for run in runs["grpo"]]) for i in range(points)]
+    grpo, gigpo = (np.array([[run["curve"][i][metric] for i in range(points)] for run in runs[name]])
+                   for name in ("grpo", "gigpo"))  # fmt: skip
+    threshold, grpo_steps, gigpo_steps, ratio = threshold_ratio(start, grpo, gigpo, xs)
+    rng = np.random.default_rng(0)
+    draws = []
+    for _ in range(resamples):
+        pick_grpo = rng.integers(len(grpo), size=len(grpo))
+        pick_gigpo = rng.integers(len(gigpo), size=len(gigpo))
+        drawn = threshold_ratio(start, grpo[pick_grpo], gigpo[pick_gigpo], xs)[3]
+        draws.append(math.inf if drawn is None else drawn)  # GRPO not above the start: no finite ratio
+    ordered = sorted(draws)
+    low, high = ordered[int(0.025 * resamples)], ordered[math.ceil(0.975 * resamples) - 1]
+    return {
+        "threshold": threshold,
+        "grpo_steps": grpo_steps,
+        "gigpo_steps": gigpo_steps,
+        "ratio": None if ratio is None or not math.isfinite(ratio) else ratio,
+        "never_reached": ratio is not None and not math.isfinite(ratio),
+        "band": [low if math.isfinite(low) else None, high if math.isfinite(high) else None],
+        "resamples": resamples,
+    }
+
+
+def welch_band(first: Sequence[float], second: Sequence[float]) -> tuple[float, float, float]:
+    """(mean(first) - mean(second), low, high): a 95% Welch band for the difference of two unpaired means."""
+    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    difference = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return difference, difference, difference
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    if va + vb == 0:
+        return difference, difference, difference
+    dof = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    half = T95.get(max(1, int(dof)), 1.96) * math.sqrt(va + vb)
+    return difference, difference - half, difference + half
+
+
+def half_budget_comparison(
+    runs: Mapping[str, Sequence[Mapping[str, Any]]], metric: str
+) -> dict[str, Any] | None:
+    """GiGPO at the checkpoint at half the budget against GRPO at the full budget (the plan's "faster")."""
+    checkpoints_at = [point["checkpoint_env_steps"] for point in runs["gigpo"][0]["curve"]]
+    half = checkpoints_at[-1] / 2
+    if half not in checkpoints_at:
+        return None
+    index = checkpoints_at.index(half)
+    gigpo_half = [run["curve"][index][metric] for run in runs["gigpo"]]
+    grpo_full = [run["curve"][-1][metric] for run in runs["grpo"]]
+    difference, low, high = welch_band(gigpo_half, grpo_full)
+    return {"half_env_steps": half, "difference": difference, "band": [low, high],
+            "gigpo_half": gigpo_half, "grpo_full": grpo_full}  # fmt: skip
+
+
+def summarise(
+    base: Mapping[str, Any], runs: Mapping[str, list[dict[str, Any]]], metric: str = "success_rate"
+) -> dict[str, Any]:
     """Mean curves and the per-estimator summary from the runs' summaries (`RunResult.summary`)."""
-    curves = {name: mean_curve(base, results) for name, results in runs.items()}
+    curves = {name: mean_curve(base, results, metric) for name, results in runs.items()}
     summary: dict[str, Any] = {
         name: {
-            "final_mean_success": curve[-1]["mean"],
+            "final_mean": curve[-1]["mean"],
             "final_band": [curve[-1]["low"], curve[-1]["high"]],
             "mean_env_steps": _mean([run["env_steps"] for run in runs[name]]),
             "mean_wall_s": _mean([run["wall_s"] for run in runs[name]]),
@@ -383,17 +540,14 @@ def summarise(base: Mapping[str, float], runs: Mapping[str, list[dict[str, Any]]
         }
         for name, curve in curves.items()
     }
+    summary["metric"] = metric
+    repeats = [float(point[metric]) for point in (base.get("repeats") or [base])]
+    summary["base"] = {"mean": _mean(repeats), "evaluations": repeats}
     if "grpo" in curves and "gigpo" in curves:
-        grpo_steps = summary["grpo"]["mean_env_steps"]
-        summary["gigpo_steps_to_grpo_final_ratio"] = steps_to_reach_ratio(
-            curves["gigpo"], curves["grpo"], grpo_steps
-        )
-        per_seed = per_seed_ratios(runs["gigpo"], curves["grpo"], grpo_steps)
-        summary["gigpo_steps_to_grpo_final_per_seed"] = per_seed
-        reached = [ratio for ratio in per_seed if ratio is not None]
-        summary["gigpo_steps_to_grpo_final_band"] = list(band(reached)[1:]) if reached else None
-        summary["grpo_improved_over_base"] = curves["grpo"][-1]["mean"] > base["success_rate"]
-        summary["grpo_final_band_excludes_base"] = curves["grpo"][-1]["low"] > base["success_rate"]
+        summary["gigpo_steps_to_threshold"] = threshold_ratio_summary(base_value(base, metric), runs, metric)
+        summary["gigpo_half_minus_grpo_full"] = half_budget_comparison(runs, metric)
+        summary["grpo_improved_over_base"] = curves["grpo"][-1]["mean"] > max(repeats)
+        summary["grpo_final_band_excludes_base"] = curves["grpo"][-1]["low"] > max(repeats)
     return {"mean_curves": curves, "summary": summary}
 
 
@@ -423,10 +577,12 @@ def plot(curves: Mapping[str, Sequence[Mapping[str, float]]], path: Path, title:
 def estimate_wall_s(
     study: StudyConfig, step_s: float = STEP_S, eval_s: float = EVAL_S, step_env: float = 300.0
 ) -> float:
-    """Rough wall time of a study from a train step's and an evaluation's measured seconds."""
+    """Rough wall time of a study from a train step's and an evaluation's measured seconds (and the env
+    steps one train step takes): every run's steps and evaluations, and the base's evaluations."""
+    extra = 1 if study.best_temperature is not None else 0  # one more evaluation at the best decoding
     steps_per_run = max(1, math.ceil(study.env_steps / step_env))
-    per_run = steps_per_run * step_s + study.eval_points * eval_s
-    return len(study.estimators) * len(study.seeds) * per_run + eval_s
+    per_run = steps_per_run * step_s + (study.eval_points + extra) * eval_s
+    return len(study.estimators) * len(study.seeds) * per_run + study.base_evaluations * (1 + extra) * eval_s
 
 
 def run_dir_of(study: StudyConfig) -> Path:
@@ -437,8 +593,10 @@ def run_dir_of(study: StudyConfig) -> Path:
 def fingerprint(study: StudyConfig) -> dict[str, Any]:
     """What a kept run summary must have been produced under to be reused (not the output paths)."""
     fields = asdict(study)
-    if not fields["warm_start_from"]:  # absent unless set: runs kept before the field existed still match
-        del fields["warm_start_from"]
+    defaults = asdict(StudyConfig())
+    for key in ("warm_start_from", "metric", "base_evaluations", "best_temperature"):
+        if fields[key] == defaults[key]:  # absent unless set: runs kept before the field existed still match
+            del fields[key]
     return {
         key: list(value) if isinstance(value, tuple) else value
         for key, value in fields.items()
@@ -499,7 +657,12 @@ def run_child(kind: str, study: StudyConfig, out: Path) -> None:
         name, seed = kind.split(":")
         result = asyncio.run(train_run(study, name, int(seed))).summary()
     result["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    record = {"study": fingerprint(study), "result": result, "code_version": code_version()}
+    record = {
+        "study": fingerprint(study),
+        "result": result,
+        "code_version": code_version(),
+        "cpu_flags": sorted(cpu_flags() & {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}),
+    }
     out.write_text(json.dumps(record, indent=2) + "\n")
 
 
@@ -510,6 +673,9 @@ def run_study(study: StudyConfig, kept_only: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     warm_start = ensure_warm_start(study) if not kept_only or warm_start_model(study).is_dir() else None
     base = kept_or_run(study, "base", ["base"])
+    if study.base_evaluations > 1:  # the same weights again: how far two evaluations differ is measured
+        repeats = [kept_or_run(study, f"base-{i + 1}", ["base"]) for i in range(1, study.base_evaluations)]
+        base = {**base, "repeats": [base, *repeats]}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in study.estimators}
     missing = []
     for seed in study.seeds:  # seed-major: a study cut short still has paired runs of every estimator
@@ -527,7 +693,7 @@ def run_study(study: StudyConfig, kept_only: bool = False) -> dict[str, Any]:
         "warm_start": warm_start,
         "base": base,
         "runs": runs,
-        **summarise(base, runs),
+        **summarise(base, runs, study.metric),
         "wall_s": round(time.perf_counter() - started, 1),
     }
     study.out.parent.mkdir(parents=True, exist_ok=True)
@@ -540,6 +706,7 @@ def run_study(study: StudyConfig, kept_only: bool = False) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1 seed, grpo+gigpo, one tiny train step")
+    parser.add_argument("--study", choices=sorted(STUDIES), help="a planned study (docs/credit_study.md)")
     parser.add_argument("--task", help="config name (configs/TASK.yaml)")
     parser.add_argument("--estimators", help="comma-separated, e.g. grpo,gigpo")
     parser.add_argument("--seeds", type=int, help="number of seeds (FIRST..FIRST+N-1)")
@@ -561,7 +728,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
         study = StudyConfig(**{key: tuple(v) if isinstance(v, list) else v for key, v in fields.items()})
         run_child(args.child, study, args.child_out)
         raise SystemExit(0)
-    study = QUICK if args.quick else StudyConfig()
+    study = QUICK if args.quick else STUDIES[args.study] if args.study else StudyConfig()
     changes: dict[str, Any] = {}
     if args.task:
         changes["task"] = args.task
@@ -572,7 +739,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
         changes["seeds"] = tuple(range(args.first_seed, args.first_seed + count))
     if args.warm_start_from:
         changes["warm_start_from"] = args.warm_start_from
-    for key in ("env_steps", "eval_points", "eval_tasks"):
+    for key in ("env_steps", "eval_points", "eval_tasks"):  # a planned study's own, unless given
         if getattr(args, key) is not None:
             changes[key] = getattr(args, key)
     if args.overrides:
@@ -593,7 +760,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     study, dry_run, kept_only = parse_args(argv)
     if dry_run:
         plan = {**asdict(study), "out": str(study.out), "plot": str(study.plot)}
-        print(json.dumps({"plan": plan, "estimated_wall_s": round(estimate_wall_s(study))}, indent=2))
+        step_s, eval_s, step_env = MEASURED.get(study.task, (STEP_S, EVAL_S, 300.0))
+        estimate = round(estimate_wall_s(study, step_s, eval_s, step_env))
+        print(json.dumps({"plan": plan, "estimated_wall_s": estimate}, indent=2))
         return 0
     report = run_study(study, kept_only)
     print(

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,21 +36,55 @@ def test_band_is_a_student_t_interval() -> None:
     assert credit_study.band([0.4]) == (0.4, 0.4, 0.4)
 
 
-def test_ratio_is_the_first_checkpoint_reaching_grpos_final_mean() -> None:
-    grpo = [point(0, 0.1), point(300, 0.2), point(600, 0.3)]
-    faster = [point(0, 0.1), point(300, 0.35), point(600, 0.4)]
-    slower = [point(0, 0.1), point(300, 0.2), point(600, 0.25)]
-    assert credit_study.steps_to_reach_ratio(faster, grpo, 600.0) == pytest.approx(0.5)
-    assert credit_study.steps_to_reach_ratio(slower, grpo, 600.0) is None
+def runs_of(*curves: list[float]) -> list[dict]:
+    """Kept-run summaries whose curves have these values at 300, 600, ... env steps."""
+    return [
+        {"curve": [{"env_steps": 300.0 * (i + 1), "checkpoint_env_steps": 300.0 * (i + 1), "success_rate": v}
+                   for i, v in enumerate(curve)]}
+        for curve in curves
+    ]  # fmt: skip
 
 
-def test_per_seed_ratios_use_each_runs_own_curve() -> None:
-    grpo = [point(0, 0.1), point(300, 0.2), point(600, 0.3)]
-    runs = [
-        {"curve": [{"env_steps": 300, "success_rate": 0.3}, {"env_steps": 600, "success_rate": 0.4}]},
-        {"curve": [{"env_steps": 300, "success_rate": 0.1}, {"env_steps": 600, "success_rate": 0.2}]},
-    ]
-    assert credit_study.per_seed_ratios(runs, grpo, 600.0) == [pytest.approx(0.5), None]
+def test_the_threshold_ratio_is_the_gyms_definition_interpolated_from_the_start() -> None:
+    grpo, gigpo = np.array([[0.2, 0.3]]), np.array([[0.3, 0.4]])
+    threshold, grpo_steps, gigpo_steps, ratio = credit_study.threshold_ratio(0.1, grpo, gigpo, [300, 600])
+    assert threshold == pytest.approx(0.1 + 0.8 * 0.2)  # start + 0.8 x (GRPO's final - start)
+    assert grpo_steps == pytest.approx(300 + 300 * (0.26 - 0.2) / 0.1)
+    assert gigpo_steps == pytest.approx(300 * 0.16 / 0.2) and ratio == pytest.approx(gigpo_steps / grpo_steps)
+    assert credit_study.threshold_ratio(0.5, grpo, gigpo, [300, 600]) == (None, None, None, None)
+
+
+def test_a_gigpo_seed_that_never_reaches_the_threshold_is_censored_not_dropped() -> None:
+    runs = {"grpo": runs_of([0.2, 0.3], [0.2, 0.3]), "gigpo": runs_of([0.3, 0.4], [0.2, 0.2])}
+    summary = credit_study.threshold_ratio_summary(0.1, runs, "success_rate", resamples=400)
+    assert summary["threshold"] == pytest.approx(0.26) and summary["ratio"] is not None  # mean: 0.25, 0.3
+    low, high = summary["band"]
+    assert high is None  # resamples holding only the slow seed never reach it: an infinite band end
+    assert low is not None and low < summary["ratio"]
+    slow = {**runs, "gigpo": runs_of([0.2, 0.2])}
+    assert credit_study.threshold_ratio_summary(0.1, slow, "success_rate", resamples=50)["never_reached"]
+
+
+def test_half_budget_comparison_is_an_unpaired_welch_band() -> None:
+    runs = {"grpo": runs_of([0.2, 0.3], [0.2, 0.5]), "gigpo": runs_of([0.4, 0.5], [0.3, 0.5])}
+    compared = credit_study.half_budget_comparison(runs, "success_rate")
+    assert compared is not None and compared["half_env_steps"] == 300.0
+    assert compared["difference"] == pytest.approx(0.35 - 0.4)
+    low, high = compared["band"]
+    assert low < compared["difference"] < high
+
+
+def test_the_base_is_the_mean_of_its_evaluations() -> None:
+    base = {"success_rate": 0.1, "repeats": [{"success_rate": 0.1}, {"success_rate": 0.2}]}
+    assert credit_study.base_value(base, "success_rate") == pytest.approx(0.15)
+    assert credit_study.base_value({"success_rate": 0.3}, "success_rate") == 0.3
+
+
+def test_the_calc_chain_plan_is_what_docs_credit_study_md_fixed() -> None:
+    plan = credit_study.STUDIES["calc-chain"]
+    assert plan.estimators == ("grpo", "gigpo") and len(plan.seeds) >= 4 and plan.eval_tasks >= 48
+    assert plan.eval_points >= 2 and plan.base_evaluations >= 2 and plan.metric == "per_part_success"
+    assert credit_study.checkpoints(plan.env_steps, plan.eval_points)[0] * 2 == plan.env_steps
 
 
 @pytest.mark.slow
@@ -100,5 +135,5 @@ def test_quick_study_writes_json_and_plot(tmp_path: Path, tiny_model: Path) -> N
         (run,) = runs
         assert run["train_steps"] == 1 and run["env_steps"] >= 1 and len(run["curve"]) == 1
         assert 0.0 <= run["curve"][0]["success_rate"] <= 1.0 and 0.0 <= run["anchor_hit_rate"] <= 1.0
-    assert "gigpo_steps_to_grpo_final_ratio" in report["summary"]
+    assert "gigpo_steps_to_threshold" in report["summary"]
     assert out.with_suffix(".png").stat().st_size > 1000

@@ -126,8 +126,11 @@ def validate_chain(task: Any, parts: int) -> dict[str, Any]:
         raise EnvError(f"options['task'] must be a calc-chain record with an 'id', got {task!r:.80}")
     for key in ("questions", "answers"):
         values = task.get(key)
-        strings = isinstance(values, list) and all(isinstance(value, str) for value in values)
-        if not strings or len(values) != parts:
+        if (
+            not isinstance(values, list)
+            or len(values) != parts
+            or not all(isinstance(v, str) for v in values)
+        ):
             raise EnvError(
                 f"calc-chain task {task['id']!r} needs {key!r}: a list of {parts} strings (the env has "
                 f"parts={parts}; see tasks/calc-chain/*.jsonl, or set env.kwargs.parts to the suite's)"
