@@ -17,7 +17,9 @@ The policies are `ScriptedPolicy`s (`agentrl.env.scripted`, the contract `agentr
 episode driven by `ScriptedTurns`: "random" picks a tool and fills its arguments from the tool's JSON schema
 with small values drawn from a short list (so that the episodes of a group can meet in the same states),
 and one turn in five is plain text without a tool call; or a scripted policy (the env class's
-`scripted_policy`, or one the caller names).
+`scripted_policy`, or one the caller names). Forks are checked twice: by `check_env` locally, and once
+through the service, where the session is forked after the policy's first turn and both are played on
+with the same turns (their step results must agree; an env that cannot fork must answer 409).
 
 What this is not: a load test (episodes run one after the other, so latencies are those of one session;
 `bench/service.py` measures throughput), or part of the Env API (`agentrl.env` does not import this module;
@@ -146,12 +148,13 @@ def check_service_env(
     before = _own_containers()
     choose = policy or random_policy(tools_of(env_id), config.seed)
     docker = before is not None
-    traces, open_sessions, seen = asyncio.run(_play_all(env_id, tasks, kwargs, choose, config, docker))
+    traces, open_sessions, seen, fork = asyncio.run(_play_all(env_id, tasks, kwargs, choose, config, docker))
     played = [trace for trace in traces if trace.refused is None]
     accepted = [tasks[trace.group % len(tasks)] for trace in played]  # check_env on a task the env takes
     findings, blocking = _local_check(env_id, accepted[0] if accepted else None, kwargs)
     findings += task_findings(traces)
     findings += episode_findings(traces, open_sessions, scripted=policy is not None)
+    findings.append(fork)
     findings += state_key_findings(played)
     findings += size_and_latency_findings(played, blocking, config)
     findings.append(container_finding(before, seen, config.teardown_s))
@@ -249,9 +252,9 @@ async def _play_all(
     policy: ScriptedPolicy,
     config: CheckConfig,
     docker: bool,
-) -> tuple[list[EpisodeTrace], int, set[str]]:
+) -> tuple[list[EpisodeTrace], int, set[str], Finding]:
     """Every episode, one after the other, through a service in this process; the sessions left open at the
-    end, and (with `docker`) the sandbox containers seen while it ran."""
+    end, (with `docker`) the sandbox containers seen while it ran, and the fork check's finding."""
     from agentrl.client import EnvClient
 
     seen: set[str] = set()
@@ -265,8 +268,13 @@ async def _play_all(
                 trace = await _play(client, env_id, task, config.seed + group, turns, config, group)
                 traces.append(trace)
                 seen |= (_own_containers() or set()) if docker else set()
+            accepted = [tasks[trace.group % len(tasks)] for trace in traces if trace.refused is None]
+            fork = Finding("warn", "fork", "not checked: the env refused every task")
+            if accepted:
+                turns = ScriptedTurns(policy, accepted[0], kwargs)
+                fork = await _fork_finding(client, env_id, accepted[0], turns, config)
         open_sessions = await _open_sessions(url)
-    return traces, open_sessions, seen
+    return traces, open_sessions, seen, fork
 
 
 async def _play(
@@ -316,6 +324,62 @@ async def _play(
         except AgentRLError as exc:
             trace.error = trace.error or f"close_session: {type(exc).__name__}: {exc}"
     return trace
+
+
+async def _fork_finding(
+    client: Any, env_id: str, task: Mapping[str, Any], turns: ScriptedTurns, config: CheckConfig
+) -> Finding:
+    """Through the service: after the policy's first turn, fork the session, then play the policy's next
+    turns on both; every step result (observation, reward, flags, state key) must agree."""
+    from agentrl.agent.parsing import parse_turn
+    from agentrl.errors import ForkUnsupported
+
+    opened: list[str] = []
+    try:
+        start = await client.create_session(env_id, task, config.seed)
+        opened.append(start.session_id)
+        observation, compared = start.observation, 0
+        for turn in range(config.max_turns):
+            text = turns.next_turn(observation)
+            if text is None:
+                break
+            action = parse_turn(text)
+            if turn == 0:
+                result = await client.step(start.session_id, action)
+                if result.terminated or result.truncated:
+                    break
+                (fork,) = await client.fork_session(start.session_id, 1)
+                opened.append(fork.session_id)
+            else:
+                result = await client.step(start.session_id, action)
+                forked = await client.step(fork.session_id, action)
+                if _step_view(result) != _step_view(forked):
+                    got, expected = repr(_step_view(forked))[:200], repr(_step_view(result))[:200]
+                    return Finding(
+                        "FAIL", "fork", f"turn {turn}: the fork gave {got}, the original {expected}"
+                    )
+                compared += 1
+                if result.terminated or result.truncated:
+                    break
+            observation = result.observation
+    except ForkUnsupported:
+        return Finding(
+            "ok", "fork", "the env does not fork (fork_capability 'none'); tree rollouts refuse it"
+        )
+    except AgentRLError as exc:
+        return Finding("FAIL", "fork", f"{type(exc).__name__}: {exc}")
+    finally:
+        for session_id in opened:
+            with contextlib.suppress(AgentRLError):
+                await client.close_session(session_id)
+    if not compared:
+        return Finding("warn", "fork", "no turn after a fork was compared (the episode ended at once)")
+    return Finding("ok", "fork", f"a fork over the service stepped like its original for {compared} turns")
+
+
+def _step_view(result: Any) -> tuple[Any, ...]:
+    key = _hashable(result.info.get(INFO_STATE_KEY))
+    return result.observation, float(result.reward), result.terminated, result.truncated, key
 
 
 def _record(trace: EpisodeTrace, action: Any, result: Any) -> None:

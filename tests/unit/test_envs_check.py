@@ -153,6 +153,7 @@ def test_an_env_that_keeps_the_contract_passes_with_the_random_policy() -> None:
         "observations",
         "step latency",
         "containers",
+        "fork",
     }
     text = format_report(report)
     assert "p50" in text and "p99" in text and text.endswith("warnings)")
