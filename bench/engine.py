@@ -6,6 +6,9 @@
                                                 # decoding is token-identical and the engine is faster
     .venv/bin/python bench/engine.py --vllm-peer  # the cached engine against vLLM's CPU build, same
                                                 # workload, alternating (bench/results/engine_vllm_cpu.json)
+    .venv/bin/python bench/engine.py --deterministic  # seeded requests with engine.cached.deterministic
+                                                # on against the default engine, same workload, alternating
+                                                # (bench/results/engine_deterministic.json)
 
 Keys:
 - `allocator`: the memory allocator in use, as `agentrl` picks it (agentrl/memory.py; `AGENTRL_ALLOCATOR`);
@@ -37,6 +40,14 @@ every round's figures (`rounds`), `cached_load_s` (the HF module and the cached 
 (`create_vllm_engine`: the trainer's HF module and `vllm.LLM`), the warm-up rounds' seconds, vLLM's prefix
 cache share of the prompt tokens, the CPU's `cpu_flags` and the load average at start and end.
 
+With `--deterministic` the run is instead the cached engine on the same workload twice, alternating, a
+warm-up round each and then `--rounds` timed rounds each: `default` (unseeded requests, the batched kernels)
+and `deterministic` (every request seeded, `engine.cached.deterministic=true`: the batch-invariant kernels,
+`llama_kernels.forward(exact=True)`). Keys: `default_tokens_per_s`, `deterministic_tokens_per_s` (medians)
+and `deterministic_vs_default` their ratio (issue 40's target: >= 0.75), every round, whether a seeded
+episode repeated exactly across rounds (`deterministic_repeats`), `cpu_flags`, the load average at start
+and end.
+
 What this is not: a test of sampling quality. Tokens are counted as sampled (an episode whose turn ends
 early on end-of-turn samples fewer); prompts are synthetic token sequences with the demo's shape.
 """
@@ -52,7 +63,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -135,12 +146,18 @@ def episode_inputs(
 
 
 async def play(
-    engine: Engine, prompt: list[int], observations: list[list[int]], params: SamplingParams
+    engine: Engine,
+    prompt: list[int],
+    observations: list[list[int]],
+    params: SamplingParams,
+    seed: int | None = None,
 ) -> Trace:
-    """The runner's loop without an env: generate, append the completion and the next observation."""
+    """The runner's loop without an env: generate, append the completion and the next observation; with
+    `seed`, turn t is sampled with seed `seed * 1000 + t`."""
     trace = Trace(context=list(prompt))
     for turn in range(len(observations) + 1):
-        completion = await engine.generate(trace.context, params)
+        turn_params = params if seed is None else replace(params, seed=seed * 1000 + turn)
+        completion = await engine.generate(trace.context, turn_params)
         start = len(trace.context)
         trace.sampled += [(start + i, lp) for i, lp in enumerate(completion.logprobs)]
         trace.context += completion.token_ids
@@ -149,13 +166,22 @@ async def play(
     return trace
 
 
-def run_workload(engine: Any, tokenizer: PreTrainedTokenizerBase, workload: Workload, params: SamplingParams):
-    """(traces, wall seconds) of all episodes played concurrently through `engine`."""
+def run_workload(
+    engine: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    workload: Workload,
+    params: SamplingParams,
+    seeded: bool = False,
+):
+    """(traces, wall seconds) of all episodes played concurrently through `engine`; `seeded`: episode i's
+    requests carry sampler seeds derived from i."""
 
     async def main() -> list[Trace]:
         try:
             inputs = episode_inputs(tokenizer, workload)
-            return list(await asyncio.gather(*(play(engine, p, obs, params) for p, obs in inputs)))
+            seeds = range(len(inputs)) if seeded else [None] * len(inputs)
+            plays = (play(engine, p, obs, params, seed) for (p, obs), seed in zip(inputs, seeds, strict=True))
+            return list(await asyncio.gather(*plays))
         finally:
             await engine.aclose()
 
@@ -338,6 +364,45 @@ def vllm_peer(args: argparse.Namespace, allocator: str, workload: Workload) -> d
     return result
 
 
+def deterministic_comparison(allocator: str, workload: Workload, rounds: int) -> dict[str, Any]:
+    """The default cached engine (unseeded) against seeded requests under `engine.cached.deterministic`,
+    alternating on `workload`: one warm-up round each, then `rounds` timed rounds each."""
+    result: dict[str, Any] = {"mode": "deterministic", "load_avg_start": list(os.getloadavg())}
+    result["cpu_flags"], result["allocator"] = speed_flags(), allocator
+    model, tokenizer = load_model(ModelConfig())
+    config = CachedEngineConfig(max_batch=max(32, workload.episodes))
+    engines = {
+        "default": CachedEngine(model, tokenizer, replace(config, deterministic=False)),
+        "deterministic": CachedEngine(model, tokenizer, replace(config, deterministic=True)),
+    }
+    result["precision"] = str(engines["default"].scheduler.dtype).removeprefix("torch.")
+    params = SamplingParams(temperature=1.0, max_new_tokens=workload.new_tokens, stop=())
+    samples: list[dict[str, float]] = []
+    contexts: list[list[list[int]]] = []
+    for _ in range(rounds + 1):
+        row: dict[str, float] = {}
+        for name, engine in engines.items():
+            engine.scheduler.prefix_cache.clear()  # every round starts cold, as a new step's episodes do
+            traces, seconds = run_workload(
+                engine, tokenizer, workload, params, seeded=name == "deterministic"
+            )
+            row[f"{name}_tokens_per_s"] = sampled_count(traces) / seconds
+            if name == "deterministic":
+                contexts.append([trace.context for trace in traces])
+        row["load_avg_1m"] = os.getloadavg()[0]
+        samples.append(row)
+    timed_rounds = samples[1:]
+    for key in ("default_tokens_per_s", "deterministic_tokens_per_s"):
+        result[key] = statistics.median(r[key] for r in timed_rounds)
+    result["deterministic_vs_default"] = result["deterministic_tokens_per_s"] / result["default_tokens_per_s"]
+    result["deterministic_repeats"] = all(c == contexts[0] for c in contexts)
+    result["rounds"] = timed_rounds
+    result["threads"] = torch.get_num_threads()
+    result["workload"] = asdict(workload)
+    result["load_avg_end"] = list(os.getloadavg())
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small workload; exit 1 on a failed check")
@@ -345,7 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-peer", action="store_true", help="cached engine vs vLLM's CPU build instead")
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     parser.add_argument("--vllm-eager", action="store_true", help="engine.vllm.enforce_eager=true")
-    parser.add_argument("--rounds", type=int, default=3, help="--vllm-peer: timed rounds of each engine")
+    parser.add_argument(
+        "--deterministic", action="store_true", help="seeded + engine.cached.deterministic vs the default"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="--vllm-peer, --deterministic: timed rounds of each engine"
+    )
     parser.add_argument(
         "--out", type=Path, default=RESULTS / "engine_vllm_cpu.json", help="--vllm-peer's JSON"
     )
@@ -354,6 +424,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     workload = QUICK if args.quick else FULL
+    if args.deterministic:
+        compared = deterministic_comparison(allocator, workload, args.rounds)
+        (RESULTS / "engine_deterministic.json").write_text(json.dumps(compared, indent=2) + "\n")
+        print(json.dumps(compared))
+        return 0
     if args.vllm_peer:
         peer = vllm_peer(args, allocator, workload)
         args.out.write_text(json.dumps(peer, indent=2) + "\n")

@@ -173,14 +173,18 @@ async def run_eval(config: RunConfig) -> EvalResult:
 
 async def evaluate(ctx: RunContext, step: int) -> EvalResult:
     """Held-out success rate on the first `eval.num_tasks` tasks of the eval split, sampled at
-    `eval.temperature` with a fixed sampler seed (the same before and after training)."""
+    `eval.temperature` with fixed per-request sampler seeds (the same before and after training; the HF
+    engine samples seeded requests one at a time)."""
     config = ctx.config
     tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)[
         : config.eval.num_tasks
     ]
     sampling = replace(config.sampling, temperature=config.eval.temperature)
     torch.manual_seed(EVAL_SEED)
-    episodes = await play_tasks(ctx, tasks, group_size=1, sampling=sampling, seed=0)
+    # Per-request sampler seeds, whatever rollout.seeded_sampling says for training: with the cached engine's
+    # engine.cached.deterministic (on by default) each held-out episode then repeats exactly, given the env.
+    seeded = replace(ctx, config=replace(config, rollout=replace(config.rollout, seeded_sampling=True)))
+    episodes = await play_tasks(seeded, tasks, group_size=1, sampling=sampling, seed=EVAL_SEED)
     ctx.writer.record_episodes(ctx.run_id, step, "eval", episodes, None)
     require_some_usable(episodes, "the held-out evaluation", config.rollout.infra_attempts)
     result = summarise_eval(episodes)
