@@ -16,6 +16,7 @@ from service_harness import serving
 from agentrl.client import ClientConfig, EnvClient
 from agentrl.env import register
 from agentrl.errors import (
+    AuthError,
     EpisodeOver,
     ForkUnsupported,
     InvalidRequest,
@@ -230,3 +231,18 @@ def test_a_forked_calc_session_steps_like_its_parent() -> None:
         assert forked == parent and parent.reward == 1.0
 
     _run(test, ServiceSettings(env_kwargs={"agentrl/Calc-v0": {"pool_size": 0}}))
+
+
+def test_a_fork_needs_the_token_like_every_session_request() -> None:
+    async def main() -> None:
+        app = create_app(ServiceSettings(token="secret"))
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with EnvClient(BASE_URL, transport=transport, token="secret") as client:
+                start = await client.create_session(GUESS_NUMBER_ID, {"target": 3}, seed=0)
+            async with EnvClient(BASE_URL, transport=transport, token="wrong") as stranger:
+                with pytest.raises(AuthError):
+                    await stranger.fork_session(start.session_id, 1)
+            assert len(app.state.sessions) == 1
+
+    asyncio.run(main())
