@@ -4,7 +4,8 @@ What this is: five tables — runs, episodes, turns, metrics, task_draws — and
 not stored (only counts); the store is for inspecting runs, not for replaying training batches.
 `task_draws` holds one row per group a training step played: which task, why it was drawn or dropped, and
 (adaptive sampler) the task's Beta posterior at the draw; the adaptive sampler's posterior is rebuilt from
-these rows on resume.
+these rows on resume. A tree rollout's branch (`Episode.parent_id` / `branch_turn`) keeps its parent's uid
+and the turn it branched at, so a group can be drawn as its tree.
 
 What this is not: an API. These ORM classes never leave `agentrl/store/`; everything outside talks to
 `repository.py`, which returns plain dicts. Schema changes go through Alembic revisions in
@@ -61,6 +62,8 @@ class EpisodeRow(Base):
     initial_state_key: Mapped[str | None] = mapped_column(Text)  # the state turn 0 was taken in
     first_observation: Mapped[str | None] = mapped_column(Text)  # what the env showed at reset
     attempts: Mapped[int] = mapped_column(default=1, server_default="1")  # plays, re-runs included
+    parent_uid: Mapped[str | None] = mapped_column(String(64))  # a tree branch's parent (its uid)
+    branch_turn: Mapped[int | None]  # a tree branch's first own turn; the turns before are its parent's
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
     turns: Mapped[list[TurnRow]] = relationship(order_by="TurnRow.index", cascade="all, delete-orphan")

@@ -193,6 +193,8 @@ def _episode_row(
         initial_state_key=episode.initial_state_key,
         first_observation=episode.first_observation,
         attempts=episode.attempts,
+        parent_uid=episode.parent_id,
+        branch_turn=episode.branch_turn,
         turns=[
             _turn_row(turn, None if advantages is None else float(advantages[t]))
             for t, turn in enumerate(episode.turns)
@@ -359,6 +361,8 @@ def _episode_dict(row: EpisodeRow) -> dict[str, Any]:
         "initial_state_key",
         "first_observation",
         "attempts",
+        "parent_uid",
+        "branch_turn",
         "created_at",
     )
     return {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -154,4 +155,16 @@ def test_writer_surfaces_failures(tmp_path: Path) -> None:
     assert count_rows(store)["metrics"] == 1
     with pytest.raises(StoreError, match="closed"):
         writer.record_metrics(run_id, 1, {"loss": 1.0})
+    close_store(store)
+
+
+def test_tree_branches_keep_their_parent_and_branch_turn(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/runs.db")
+    run_id = create_run(store, "tree", "maze", {})
+    root = make_episode("root", [0.0, 0.0, 1.0])
+    branch = replace(make_episode("branch", [0.0, 0.0, 0.0]), parent_id="root", branch_turn=1)
+    record_episodes(store, run_id, 1, "train", [root, branch], None)
+    loaded = {episode["uid"]: episode for episode in load_episodes(store, run_id)}
+    assert (loaded["root"]["parent_uid"], loaded["root"]["branch_turn"]) == (None, None)
+    assert (loaded["branch"]["parent_uid"], loaded["branch"]["branch_turn"]) == ("root", 1)
     close_store(store)
