@@ -3,7 +3,8 @@
     /                                    runs: status, last step, best held-out success
     /runs/{run}                          reward and success curves (inline SVG), steps, metrics, config
     /runs/{run}/steps/{step}?split=&show= a step's episodes grouped by task group; show = all | failed |
-                                         infra | invalid
+                                         infra | invalid; a tree rollout's group also drawn as its tree
+                                         (`tree.py`: branch points, siblings side by side)
     /runs/{run}/episodes/{id}            one episode as a chat: assistant text, tool calls, observations,
                                          per-turn reward and advantage coloured by sign, state keys, anchor
                                          group (count and links), invalid flag, infrastructure error
@@ -37,6 +38,7 @@ from agentrl.store import repository
 from agentrl.ui import views
 from agentrl.ui.svg import line_chart
 from agentrl.ui.templates import environment
+from agentrl.ui.tree import group_tree
 
 CHARTS = (
     ("reward", ("reward_mean", "eval/mean_reward")),
@@ -144,13 +146,16 @@ def step_context(store: repository.Store, run_id: str, step: int, split: str, sh
     if not episodes:
         raise NotFound(f"run {run['name']} has no {split} episodes at step {step}")
     kept = [{**e, "invalid": views.invalid_turns(e)} for e in episodes if views.keep(e, show)]
+    groups = views.group_by_task(kept)
+    whole = views.group_by_task(episodes)  # a tree is drawn whole, whatever the filter keeps
     return {
         "run": run,
         "step": step,
         "split": split,
         "show": show,
         "filters": list(FILTER_LABELS.items()),
-        "groups": views.group_by_task(kept),
+        "groups": groups,
+        "trees": {group_id: group_tree(whole[group_id]) for group_id in groups},
         "shown": len(kept),
         "total": len(episodes),
     }

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from jinja2 import DictLoader, Environment, select_autoescape
 
+from agentrl.ui.tree import TREE
+
 BASE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{% block title %}agentrl{% endblock %} · agentrl viewer</title>
 <style>
@@ -80,6 +82,7 @@ STEP = """{% extends "base.html" %}{% block title %}{{ run.name }} step {{ step 
 <p class="meta">{{ shown }} of {{ total }} episodes, grouped by task group (the episodes GRPO compares).</p>
 {% for group_id, rows in groups.items() %}
 <h2 class="group">task group <code>{{ group_id }}</code> <small>task {{ rows[0].task_id }}</small></h2>
+{% if trees[group_id] %}{% with tree = trees[group_id] %}{% include "tree.html" %}{% endwith %}{% endif %}
 <table class="episodes"><tr><th>episode</th><th>reward</th><th>success</th><th>stop reason</th><th>turns</th>
 <th>invalid turns</th><th>advantage (turn 0)</th></tr>
 {% for e in rows %}<tr><td><a href="/runs/{{ run.id }}/episodes/{{ e.id }}">{{ e.uid }}</a></td>
@@ -147,6 +150,7 @@ def environment() -> Environment:
             "step.html": STEP,
             "episode.html": EPISODE,
             "error.html": ERROR,
+            "tree.html": TREE,
         }
     )
     return Environment(loader=loader, autoescape=select_autoescape(default=True, default_for_string=True))
