@@ -1,10 +1,13 @@
-"""The fenced code blocks of docs/environments.md, for the tests that run them.
+"""The code blocks of the docs, for the tests that run them.
 
-What this is: `doc_blocks()`, every block with its language, its `file=` (the file `agentrl envs new` writes
-that the block quotes, as `<plugin folder>/<path>`) and its text; `quoted_pieces`, the parts of a quote
-between `...` lines; and `bash_script`, the page's shell blocks joined into one script. What this is not:
-a test file (tests/unit/test_environments_doc.py checks the quotes, tests/smoke/test_envs_new.py runs the
-shell blocks).
+What this is: `doc_blocks(doc)`, every fenced block of a page (docs/environments.md by default) with its
+language, its info string, its `file=` (the file `agentrl envs new` writes that the block quotes, as
+`<plugin folder>/<path>`) and its text; `indented_blocks`, a page's indented (four-space) code blocks;
+`commands`, the shell commands of a block (comments dropped, continuation lines joined); `quoted_pieces`,
+the parts of a quote between `...` lines; and `bash_script`, the page's shell blocks joined into one script.
+What this is not: a test file (tests/unit/test_environments_doc.py checks environments.md's quotes,
+tests/smoke/test_envs_new.py runs its shell blocks, tests/unit/test_doc_snippets.py runs every other page's
+blocks).
 """
 
 from __future__ import annotations
@@ -24,14 +27,43 @@ class Block:
     lang: str
     file: str | None
     text: str
+    info: str = ""
 
 
 def doc_blocks(doc: Path = DOC) -> list[Block]:
     blocks = []
     for match in BLOCK.finditer(doc.read_text(encoding="utf-8")):
         file = FILE.search(match["info"])
-        blocks.append(Block(match["lang"], file.group(1) if file else None, match["text"]))
+        info = match["info"].strip()
+        blocks.append(Block(match["lang"], file.group(1) if file else None, match["text"], info))
     return blocks
+
+
+def indented_blocks(doc: Path) -> list[str]:
+    """The page's indented code blocks (four spaces, after a blank line, outside fenced blocks and lists)."""
+    text = BLOCK.sub(lambda fenced: "\n" * fenced.group(0).count("\n"), doc.read_text(encoding="utf-8"))
+    lines = text.split("\n")
+    blocks, index = [], 0
+    while index < len(lines):
+        if lines[index].startswith("    ") and index and not lines[index - 1].strip():
+            end = index
+            while end < len(lines) and (
+                lines[end].startswith("    ")
+                or (not lines[end].strip() and end + 1 < len(lines) and lines[end + 1].startswith("    "))
+            ):
+                end += 1
+            blocks.append("\n".join(line[4:] for line in lines[index:end]))
+            index = end
+        else:
+            index += 1
+    return blocks
+
+
+def commands(text: str) -> list[str]:
+    """The block's shell commands: `\\` continuations joined, `#` comments and blank lines dropped."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    lines = (re.sub(r"(^|\s)#.*$", "", line).strip() for line in joined.splitlines())
+    return [line for line in lines if line]
 
 
 def quoted_pieces(block: Block) -> list[str]:

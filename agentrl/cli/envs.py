@@ -114,14 +114,14 @@ def format_env_table(rows: Sequence[Mapping[str, str]]) -> str:
 
 
 def new_command(args: argparse.Namespace) -> int:
-    from agentrl.devtools.scaffold import plugin_names, write_plugin
+    from agentrl.devtools.scaffold import install_command, plugin_names, write_plugin
 
     names = plugin_names(args.name)
     folder = args.dir or Path(args.name)
     written = write_plugin(args.name, folder, sandboxed=args.sandboxed)
     print(f"wrote {len(written)} files to {folder}/: the env plugin {names.dist}, registering {names.env_id}")
     print("next:")
-    print(f"  pip install -e {folder}")
+    print(f"  {install_command(folder)}")
     print(f"  agentrl envs check {names.env_id} --policy scripted")
     print(f"  agentrl train --task {names.name} train.steps=1 eval.before=false eval.after=false")
     return 0

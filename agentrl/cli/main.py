@@ -71,7 +71,8 @@ def add_plugin_parser(commands: Any, entry_point: importlib.metadata.EntryPoint)
 def plugin_error(entry_point: importlib.metadata.EntryPoint, exc: Exception) -> EnvPluginError:
     return EnvPluginError(
         f"the {CLI_PLUGIN_GROUP} plugin {entry_point.name!r} ({entry_point.value}) failed to load: {exc!r}. "
-        "Fix or reinstall the package that provides it (pip install -e envs/<name>), or uninstall it."
+        "Fix or reinstall the package that provides it "
+        "(pip install -e envs/<name> --no-deps --no-build-isolation), or uninstall it."
     )
 
 

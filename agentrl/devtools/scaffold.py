@@ -43,6 +43,11 @@ GAMES = {
     True: ("lookup", "find a value in a file with shell commands run in a Docker sandbox, then submit it."),
 }
 SANDBOXED_ONLY = "  # only --sandboxed"
+INSTALL = "pip install -e {path} --no-deps --no-build-isolation"
+"""The one line that installs an env plugin (the docs, `agentrl envs new`'s printout, the plugin's README):
+editable; --no-deps because agentrl, a plugin's one dependency, is installed already (pip would otherwise
+look for it on a package index); --no-build-isolation builds with the installed setuptools instead of
+downloading one. Run it with the pip of agentrl's virtualenv (`.venv/bin/pip` in a clone)."""
 # the word the templates use for each part of PluginNames (agentrl.devtools.templates)
 PLACEHOLDERS = {
     "agentrl-env-envname": "dist",
@@ -68,6 +73,11 @@ class PluginNames:
     dist: str
     Name: str
     env_id: str
+
+
+def install_command(path: str | Path) -> str:
+    """The command that installs the plugin in folder `path` (`INSTALL`)."""
+    return INSTALL.format(path=path)
 
 
 def plugin_names(name: str) -> PluginNames:

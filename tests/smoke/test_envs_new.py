@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 from doc_blocks import DOC, bash_script, doc_blocks
 
-from agentrl.devtools.scaffold import write_plugin
+from agentrl.devtools.scaffold import install_command, write_plugin
 
 MARKER = "@@ block"
 
@@ -116,7 +117,7 @@ def test_a_new_plugin_writes_demonstrations_with_its_scripted_policy(
 ) -> None:
     env = throwaway_venv(tmp_path / "env")
     write_plugin("hilo", tmp_path / "hilo")
-    install = ["pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(tmp_path / "hilo")]
+    install = [*shlex.split(install_command(tmp_path / "hilo")), "-q"]  # the docs' one install line
     installed = subprocess.run(install, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert installed.returncode == 0, installed.stderr[-3000:]
     # the tiny model's tokens are bytes: longer turns and prompts than SmolLM2's

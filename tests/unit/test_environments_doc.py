@@ -48,7 +48,7 @@ def test_the_shell_blocks_go_from_nothing_to_a_trained_run() -> None:
     script = bash_script()
     steps = [
         "agentrl envs new hilo",
-        "pip install -e hilo",
+        "pip install -e hilo --no-deps --no-build-isolation",
         'pytest -q -m "not slow"',
         "agentrl envs check hilo/Hilo-v0",
         "agentrl train --task hilo",
@@ -56,6 +56,23 @@ def test_the_shell_blocks_go_from_nothing_to_a_trained_run() -> None:
     ]
     positions = [script.index(step) for step in steps]
     assert positions == sorted(positions)
+
+
+def test_the_first_quote_of_each_python_file_shows_its_imports() -> None:
+    """A reader copying a quote gets the imports too: the first quote of each Python file the page shows
+    opens with that file's import lines, verbatim."""
+    first: dict[str, Block] = {}
+    for block in quotes():
+        if block.lang == "python" and block.file:
+            first.setdefault(block.file, block)
+    for file, block in first.items():
+        folder, _, path = file.partition("/")
+        lines = RENDERED[folder][path].splitlines()
+        imports = [
+            line for line in lines if line.startswith(("from ", "import ")) and "__future__" not in line
+        ]
+        shown = quoted_pieces(block)[0].splitlines()
+        assert [line for line in shown if line in imports] == imports, f"{file}: the quote lacks its imports"
 
 
 def test_the_readme_links_the_tutorial(repo_root: Path) -> None:

@@ -75,7 +75,10 @@ def test_the_scripted_policy_wins_through_the_env_service(tmp_path: Path) -> Non
 @pytest.mark.docker  # only --sandboxed
 def test_one_training_step_from_an_empty_folder(tmp_path: Path) -> None:
     if not importlib.metadata.entry_points(group="agentrl.envs", name="envname"):
-        pytest.skip("install the plugin first (pip install -e .): agentrl finds its config by entry point")
+        pytest.skip(
+            "install the plugin first (pip install -e . --no-deps --no-build-isolation): agentrl finds its "
+            "config by entry point"
+        )
     command = [
         sys.executable, "-m", "agentrl.cli.main", "train", "--task", "envname", "train.steps=1",
         "train.tasks_per_step=2", "train.group_size=2", "eval.before=false", "eval.after=false",
