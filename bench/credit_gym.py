@@ -807,9 +807,37 @@ def summarise_tree(config: GymConfig, runs: Sequence[Mapping[str, Any]]) -> dict
             if "tree_gigpo" in arms and "flat_gigpo" in arms:
                 flat = cells[(policy, int(level_name), "flat_gigpo")]
                 arms["tree_vs_flat_gigpo"] = summarise_cell(
-                    config, cells[(policy, int(level), "tree_gigpo")], flat
+                    config, cells[(policy, int(level_name), "tree_gigpo")], flat
                 )
     return {"results": results, "sweeps": {}}
+
+
+def runs_from_tree_summary(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per-seed pseudo-runs rebuilt from a tree JSON (its per-seed curves; each run carries its cell's means
+    of the per-update measurements), so `summarise_tree` can be re-run on a finished comparison."""
+    runs = []
+    for policy, levels in report["results"].items():
+        for level, arms in levels.items():
+            for arm, cell in arms.items():
+                if arm == "tree_vs_flat_gigpo":
+                    continue
+                rollout, estimator = arm.split("_", 1)
+                xs = [point["checkpoint"] for point in cell["curve"]]
+                for seed, row in enumerate(cell["per_seed_success"]):
+                    runs.append(
+                        {
+                            "policy": policy,
+                            "level": int(level),
+                            "estimator": estimator,
+                            "rollout": rollout,
+                            "seed": seed,
+                            "curve": [{"checkpoint": x, "success": y} for x, y in zip(xs, row, strict=True)],
+                            **{key: cell[key] for key in RUN_KEYS},
+                            "env_steps": cell["mean_env_steps"],
+                            "wall_s": cell["mean_wall_s"],
+                        }
+                    )
+    return runs
 
 
 class Sweep(NamedTuple):
@@ -1077,10 +1105,20 @@ def parse_args(argv: Sequence[str] | None) -> tuple[GymConfig, bool]:
     parser.add_argument(
         "--table", action="store_true", help="with --tree: print the JSON at --out as markdown"
     )
+    parser.add_argument(
+        "--resummarise", action="store_true", help="redo a tree JSON's summaries from its curves"
+    )
     args = parser.parse_args(argv)
     if args.table:
         config = replace(TREE, out=args.out or TREE.out)
         print(tree_table(json.loads(config.out.read_text())))
+        raise SystemExit(0)
+    if args.resummarise:  # rewrite a tree JSON's summaries from its per-seed curves (same runs)
+        config = replace(TREE, out=args.out or TREE.out)
+        report = json.loads(config.out.read_text())
+        report.update(summarise_tree(config, runs_from_tree_summary(report)))
+        config.out.write_text(compact_json(report))
+        print(f"re-summarised {config.out}")
         raise SystemExit(0)
     if args.quick and args.llm_shape or args.tree and args.llm_shape:
         parser.error("--quick, --tree and --llm-shape: --llm-shape combines with neither")
