@@ -10,6 +10,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -186,3 +187,30 @@ def test_a_tree_update_shares_its_prefix_and_counts_each_env_step_once() -> None
         assert episode.turns[: episode.branch_turn] == root.turns[: episode.branch_turn]
         assert episode.group_id == root.group_id and len(episode.turns) > (episode.branch_turn or 0)
     assert [t.index for t in played.episodes[-1].turns] == list(range(len(played.episodes[-1].turns)))
+
+
+def test_tree_summary_pairs_each_level_with_its_own_runs() -> None:
+    config = replace(credit_gym.QUICK_TREE, levels=(1, 2), bootstrap=10)
+
+    def run(level: int, rollout: str, seed: int, final: float) -> dict:
+        curve = [{"checkpoint": x, "success": y} for x, y in ((0, 0.1), (100, final))]
+        spec = {"policy": "tabular", "level": level, "estimator": "gigpo", "rollout": rollout, "seed": seed}
+        return {
+            **spec,
+            "curve": curve,
+            **dict.fromkeys(credit_gym.RUN_KEYS, 0.0),
+            "env_steps": 100,
+            "wall_s": 1,
+        }
+
+    runs = [run(level, rollout, seed, 0.1 * level + (0.3 if rollout == "tree" else 0.0) + 0.01 * seed)
+            for level in (1, 2) for rollout in ("flat", "tree") for seed in range(3)]  # fmt: skip
+    results = credit_gym.summarise_tree(config, runs)["results"]["tabular"]
+    for level in ("1", "2"):
+        paired = results[level]["tree_vs_flat_gigpo"]
+        assert paired["final"] == results[level]["tree_gigpo"]["final"]
+        assert paired["final_minus_grpo"]["mean"] == pytest.approx(0.3)
+    again = credit_gym.summarise_tree(
+        config, credit_gym.runs_from_tree_summary({"results": {"tabular": results}})
+    )
+    assert again["results"]["tabular"]["2"]["tree_gigpo"]["final"] == results["2"]["tree_gigpo"]["final"]
