@@ -54,6 +54,7 @@ def _credit_records() -> str:
 
 
 GIVEN = {"credit.md": _credit_records}  # what a page's block uses that the page defines in prose
+WRAPPERS = {"nice", "time", "timeout"}  # run the command that follows them
 SHELL = {"cd", "for", "done", "export", "cp", "docker", "docker-compose"}  # nothing to check
 INSTALL_LINE = re.compile(r"^(?:\.venv/bin/)?pip install -e (\S+) --no-deps --no-build-isolation$")
 
@@ -138,6 +139,7 @@ def command_problem(command: str) -> str | None:
     words = shlex.split(command)
     while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value before the command
         words = words[1:]
+    words = strip_wrappers(words)
     program, arguments = words[0], [word for word in words[1:] if word != "..."]  # "...": elided
     if program in {"agentrl", ".venv/bin/agentrl"}:
         return agentrl_problem(arguments)
@@ -163,6 +165,17 @@ def command_problem(command: str) -> str | None:
     if program == "bash":
         return None if (ROOT / arguments[0]).is_file() else f"no script {arguments[0]}"
     return None if program in SHELL else f"a command this test does not know: {program}"
+
+
+def strip_wrappers(words: list[str]) -> list[str]:
+    """The command under `nice [-n N]`, `time` or `timeout DURATION`."""
+    while words and words[0] in WRAPPERS:
+        wrapper, words = words[0], words[1:]
+        if wrapper == "nice" and words[:1] == ["-n"]:
+            words = words[2:]
+        elif wrapper == "timeout":
+            words = words[1:]
+    return words
 
 
 def agentrl_problem(arguments: Sequence[str]) -> str | None:
@@ -200,6 +213,8 @@ def test_the_command_checker_finds_what_is_wrong() -> None:
     assert command_problem("pip install -e hilo --no-deps --no-build-isolation") is None
     assert command_problem("make docs") is None and command_problem("make no-such-target") is not None
     assert command_problem("curl http://example.com") is not None
+    assert command_problem("nice -n 19 .venv/bin/python bench/credit_gym.py --quick") is None
+    assert command_problem("nice .venv/bin/python bench/no_such_bench.py") is not None
 
 
 def test_every_plugin_install_line_is_the_one_install_line(
