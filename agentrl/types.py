@@ -77,17 +77,6 @@ class ForkedSession:
 
 
 @dataclass(frozen=True)
-class ForkedSession:
-    """One fork of an env session (`EnvClient.fork_session`): a new session in its parent's state, ready to
-    step. `state_key` is the parent's state key when it forked (its last step's, or its reset's);
-    `turn_index` the turns the parent had taken, so the index of the fork's next turn."""
-
-    session_id: str
-    state_key: Any
-    turn_index: int
-
-
-@dataclass(frozen=True)
 class Turn:
     """One assistant turn and the env's answer to it.
 
