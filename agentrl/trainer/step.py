@@ -41,7 +41,7 @@ from agentrl.trainer.answer_probs import attach_answer_probs
 from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import RunContext
-from agentrl.trainer.samples import TrainSample, episode_to_samples
+from agentrl.trainer.samples import TrainSample, copied_turns, episode_to_samples
 from agentrl.trainer.update import ppo_update
 from agentrl.types import Episode
 
@@ -178,14 +178,15 @@ def training_samples(
 ) -> list[TrainSample]:
     """Token samples of the episodes that carry a training signal.
 
-    An episode whose advantage is 0 at every step contributes nothing to the PPO term, so unless `keep_all`
+    An episode whose advantage is 0 at every step it played contributes nothing to the PPO term (a tree
+    branch's copied prefix turns are context only: `samples.copied_turns`), so unless `keep_all`
     (a KL or entropy term gives every episode a gradient) it is left out of the update, as DAPO's dynamic
     sampling does; this saves most of the update time when many groups are all-correct or all-wrong.
     """
     return [
         sample
         for episode, advantage in zip(episodes, advantages, strict=True)
-        if keep_all or any(value != 0.0 for value in advantage)
+        if keep_all or any(value != 0.0 for value in advantage[copied_turns(episode) :])  # own turns only
         for sample in episode_to_samples(episode, advantage, max_length)  # one per segment (harness episodes)
     ]
 
