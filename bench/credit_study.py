@@ -150,7 +150,7 @@ CALC_CHAIN = StudyConfig(  # docs/credit_study.md part 3, fixed before its first
     plot=RESULTS / "credit_study_calc_chain.png",
     metric="per_part_success",
     base_evaluations=2,
-    best_temperature=0.0,
+    best_temperature=0.3,  # the base's best decoding in the go/no-go (bench/results/calc_chain_gonogo.json)
 )
 STUDIES = {"calc-chain": CALC_CHAIN}
 
