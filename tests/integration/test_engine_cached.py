@@ -117,3 +117,36 @@ def test_requests_arriving_at_different_times_complete_like_alone_and_stop_at_to
         closing.text.endswith("</tool_call>") and closing.finish_reason == "stop" and not closing.ended_turn
     )
     assert "</tool_call>" not in tokenizer.decode(list(closing.token_ids[:-1]))
+
+
+def test_a_seeded_request_is_bit_identical_alone_among_31_others_and_arriving_mid_decode(smollm2) -> None:
+    """engine.cached.deterministic (the default) in bf16, the precision the engine picks on bf16 CPUs."""
+    model, tokenizer = smollm2
+    config = CachedEngineConfig(precision="bfloat16")
+    prompts = [render_first_prompt(tokenizer, TOOLS, EXAMPLES, f"What is {i}*{i + 3}?") for i in range(32)]
+    seeded = SamplingParams(temperature=1.0, max_new_tokens=24, stop=(), seed=7)
+    alone = CachedEngine(model, tokenizer, config).generate_batch([prompts[0]], seeded)[0]
+
+    def other(index: int) -> SamplingParams:
+        return SamplingParams(
+            temperature=0.7, max_new_tokens=8 + index, stop=(), seed=index if index % 2 else None
+        )
+
+    batched = CachedEngine(model, tokenizer, config)
+    batch_params = [seeded] + [other(i) for i in range(1, 32)]
+    handles = [batched.scheduler.submit(p, params) for p, params in zip(prompts, batch_params, strict=True)]
+    batched.set_eval()
+    among_others = batched.scheduler.run_to_completion()[handles[0]]
+
+    late = CachedEngine(model, tokenizer, config)
+    late.set_eval()
+    for index in range(1, 9):
+        late.scheduler.submit(prompts[index], other(index))
+    for _ in range(6):
+        late.scheduler.step()
+    handle = late.scheduler.submit(prompts[0], seeded)
+    mid_decode = late.scheduler.run_to_completion()[handle]
+
+    for completion in (among_others, mid_decode):
+        assert completion.token_ids == alone.token_ids
+        assert completion.logprobs == alone.logprobs
