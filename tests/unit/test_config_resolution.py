@@ -18,7 +18,7 @@ from agentrl.tasks import load_tasks, resolve_suite
 
 REPO = Path(__file__).resolve().parents[2]
 FIRST_PARTY = {  # plugin -> (configs, suites) it ships
-    "calc": ({"calc"}, {"calc"}),
+    "calc": ({"calc", "calc-chain"}, {"calc", "calc-chain"}),
     "maze": ({"maze"}, {"maze/level1", "maze/level2", "maze/level3"}),
     "search": ({"search"}, {"search-pydoc"}),
     "swebench": ({"swebench"}, {"swebench-local"}),
