@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from agentrl_calc.tasks import HELDOUT_PERCENT, SPLITS, make_problem, write_jsonl
+from agentrl_calc.tasks import HELDOUT_PERCENT, SPLITS, make_problem, write_suite
 
 GENERATOR_VERSION = 1
 FORMS = ("plain", "words", "reversed")
@@ -119,13 +118,7 @@ def write_chain_files(
     levels: Sequence[int] = DEFAULT_LEVELS,
 ) -> dict[str, Any]:
     """Write train.jsonl, heldout.jsonl and manifest.json under `out`; returns the manifest."""
-    out.mkdir(parents=True, exist_ok=True)
-    counts = {"train": train_count, "heldout": heldout_count}
-    hashes = {
-        split: write_jsonl(out / f"{split}.jsonl", generate_chains(split, n, parts, forms, seed, levels))
-        for split, n in counts.items()
-    }
-    manifest = {
+    header = {
         "suite": out.name,
         "env_id": "agentrl/Calc-v0",
         "env_kwargs": {"parts": parts},
@@ -135,12 +128,11 @@ def write_chain_files(
         "forms": list(forms),
         "levels": list(levels),
         "seed": seed,
-        "heldout_percent": HELDOUT_PERCENT,
-        "counts": counts,
-        "sha256": {f"{split}.jsonl": digest for split, digest in hashes.items()},
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return manifest
+    counts = {"train": train_count, "heldout": heldout_count}
+    return write_suite(
+        out, counts, lambda split, n: generate_chains(split, n, parts, forms, seed, levels), header
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,18 +99,29 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> str:
 
 def write_task_files(out: Path, train_count: int, heldout_count: int, seed: int) -> dict[str, Any]:
     """Write train.jsonl, heldout.jsonl and manifest.json under `out`; returns the manifest."""
-    out.mkdir(parents=True, exist_ok=True)
-    counts = {"train": train_count, "heldout": heldout_count}
-    hashes = {
-        split: write_jsonl(out / f"{split}.jsonl", generate_tasks(split, n, seed))
-        for split, n in counts.items()
-    }
-    manifest = {
+    header = {
         "suite": "calc",
         "env_id": "agentrl/Calc-v0",
         "generator": "agentrl_calc.tasks",
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
+    }
+    counts = {"train": train_count, "heldout": heldout_count}
+    return write_suite(out, counts, lambda split, n: generate_tasks(split, n, seed), header)
+
+
+def write_suite(
+    out: Path,
+    counts: dict[str, int],
+    generate: Callable[[str, int], list[dict[str, Any]]],
+    header: dict[str, Any],
+) -> dict[str, Any]:
+    """Write `generate(split, count)` as `<split>.jsonl` for each split of `counts` under `out`, then
+    manifest.json: `header`, the held-out share, the counts and each file's sha256; returns the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    hashes = {split: write_jsonl(out / f"{split}.jsonl", generate(split, n)) for split, n in counts.items()}
+    manifest = {
+        **header,
         "heldout_percent": HELDOUT_PERCENT,
         "counts": counts,
         "sha256": {f"{split}.jsonl": digest for split, digest in hashes.items()},
