@@ -83,12 +83,6 @@ class EpisodeSession:
         self.start = await self.client.create_session(env_id, task, seed)
         return self.start
 
-    @property
-    def session_id(self) -> str:
-        if self.start is None:
-            raise RuntimeError("EpisodeSession.open has not succeeded yet")
-        return self.start.session_id
-
     async def __aenter__(self) -> EpisodeSession:
         return self
 
