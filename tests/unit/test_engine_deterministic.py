@@ -128,12 +128,17 @@ def test_exact_forward_gives_a_row_the_same_kv_and_logits_whatever_the_batch_and
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, weights.embed.shape[0], (100,), generator=generator)
 
-    def play(rows: int, prefill: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Row 0 prefills `prefill` tokens and decodes the rest of `tokens`; other rows hold noise."""
-        cache = kernels.new_cache(weights, rows, 128)
-        ids = torch.randint(0, weights.embed.shape[0], (rows, prefill), generator=generator)
-        ids[0] = tokens[:prefill]
-        lengths = torch.tensor([prefill] + [prefill - 3 * row for row in range(1, rows)])
+    def play(rows: int, prefill: int, longer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row 0 prefills `prefill` tokens and decodes the rest of `tokens`; other rows hold noise, the last
+        one `longer` tokens more than row 0 (so the batch attends over more key blocks than row 0 alone)."""
+        lengths = torch.tensor([prefill] + [max(1, prefill - 3 * row) for row in range(1, rows)])
+        if longer:
+            lengths[-1] = prefill + longer
+        width = int(lengths.max())
+        capacity = -(-(width + len(tokens)) // kernels.EXACT_KEYS) * kernels.EXACT_KEYS
+        cache = kernels.new_cache(weights, rows, capacity)
+        ids = torch.randint(0, weights.embed.shape[0], (rows, width), generator=generator)
+        ids[0, :prefill] = tokens[:prefill]
         logits = [
             kernels.forward(
                 weights, ids, torch.zeros(rows, dtype=torch.long), cache, lengths - 1, exact=True
@@ -148,6 +153,6 @@ def test_exact_forward_gives_a_row_the_same_kv_and_logits_whatever_the_batch_and
 
     with torch.inference_mode():
         reference_logits, reference_kv = play(rows=1, prefill=len(tokens) - 1)
-        for rows, prefill in ((7, len(tokens) - 1), (1, 40), (5, 61)):
-            logits, kv = play(rows, prefill)
+        for rows, prefill, longer in ((7, len(tokens) - 1, 0), (1, 40, 0), (5, 61, 0), (3, 61, 600)):
+            logits, kv = play(rows, prefill, longer)
             assert torch.equal(logits, reference_logits) and torch.equal(kv, reference_kv)

@@ -18,13 +18,16 @@ this CPU (torch 2.x, AVX-512 BF16), what breaks that in the default path and wha
   position, in bf16 and fp32, but a lone bf16 row (M = 1) rounded differently; unpacked fp32 `F.linear` was
   not invariant at all. The exact path needs packed weights (`LlamaWeights.from_model(pack=True)`) and
   multiplies a lone row as two (`linear_rows`).
-- masked attention over a batch's longest row changed a row's output with the padded length; the cascade
-  (shared prefix once for the batch) depends on which rows share it. The exact path (`_blocked`) attends in
-  fixed blocks of `EXACT_BLOCK` keys at absolute positions, each block one flash-attention call of fixed
-  shape, merged by their log-sum-exps in block order (a sequential cumulative sum, so the fully masked
-  blocks past a row's end add exact zeros). Query rows are padded to a multiple of `QUERY_ROW_STEP`, and
-  exponentials of size-dependent tensors are taken in vector lanes only (`exp_in_lanes`): PyTorch's CPU
-  loops finish a tensor's last elements with scalar code whose bits can differ.
+- masked attention over a batch's longest row changed a row's output with the padded key length: the CPU
+  flash-attention kernel walks keys in blocks of 512 (one block of all keys when there are fewer), and its
+  vector loops over a block end differently with the block's length. The exact path (`_exact`) pads the
+  key length to a multiple of `EXACT_KEYS` (512), so every block of every call has one shape, and keys past
+  a row's last position are masked: a wholly masked block adds exact zeros to the online softmax. In
+  float32 a call's query rows are also padded to a multiple of `QUERY_ROW_STEP`; in bf16 a row's result
+  did not depend on the number of query rows or its place among them (measured for 1 to 900 rows). The
+  shared-prefix cascade depends on which rows share the prefix, so the exact path does not use it.
+  Measured without AMX: on AMX CPUs the kernel may pack bf16 blocks for calls of 64 or more query rows,
+  which tests/unit/test_engine_deterministic.py would catch as a prefill-versus-decode difference.
 
 The math follows `transformers.models.llama.modeling_llama` step by step (RMSNorm in fp32, rotary from the
 model's own `rotary_emb`, grouped-query attention through `torch.nn.functional.scaled_dot_product_attention`,
@@ -50,12 +53,13 @@ from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ModelError
 
 SUPPORTED_MODEL_TYPES = frozenset({"llama"})
-EXACT_BLOCK = 64
-"""Keys per attention block in the exact path; divides the engine's KV capacity step (128)."""
+EXACT_KEYS = 512
+"""The exact path attends over a multiple of this many keys: PyTorch's CPU flash attention walks keys in
+blocks of 512 (of fewer when a call has fewer keys), so every block then has one shape."""
 QUERY_ROW_STEP = 32
-"""The exact path pads a flash-attention call's query rows to a multiple of this: the CPU kernel rounds
-differently with fewer than 4 rows, and finishes the log-sum-exp of the last rows of a call that fill no
-whole vector with scalar code (a 1-ulp difference, measured), so every row must sit in a full vector."""
+"""In float32 the exact path pads a flash-attention call's query rows to a multiple of this: the CPU kernel
+rounds a row differently when its block of (up to 32) query rows has fewer than 4 rows (measured), so every
+block must be full. bf16 rows were invariant without padding."""
 
 
 @dataclass(frozen=True)
@@ -172,14 +176,14 @@ def forward(
     logits_at: [B] index in 0..T-1 of the token whose next-token logits are returned
     shared:    leading positions holding the same tokens in every row (a shared prompt prefix); decode
                steps (T = 1) then attend to them once for the whole batch, reading row 0's copy
-    exact:     batch-invariant attention (`_blocked`; `shared` is ignored): with weights built with
+    exact:     batch-invariant attention (`_exact`; `shared` is ignored; the cache capacity must be a multiple of `EXACT_KEYS`): with weights built with
                `pack=True`, row b's results depend on its own ids and cached K/V only
     """
     batch, steps = ids.shape
     positions = starts[:, None] + torch.arange(steps)[None, :]  # [B, T]
     length = int(positions.max()) + 1
-    if exact:  # whole blocks; keys past a row's last position are masked
-        length = -(-length // EXACT_BLOCK) * EXACT_BLOCK
+    if exact:  # whole key blocks; keys past a row's last position are masked
+        length = -(-length // EXACT_KEYS) * EXACT_KEYS
     if length > cache.shape[4]:
         raise ModelError(f"KV cache capacity {cache.shape[4]} is too small for position {length - 1}")
     visible = torch.arange(length)[None, None, :] <= positions[:, :, None]  # [B, T, L]
@@ -189,7 +193,7 @@ def forward(
     attend = _masked(visible[:, None])
     groups = weights.heads // weights.kv_heads
     if exact:
-        attend = _blocked(visible, weights.kv_heads, groups, weights.dtype)
+        attend = _exact(visible, groups, weights.dtype)
     elif steps == 1 and batch > 1 and 0 < shared <= int(starts.min()):
         own_mask = _additive(visible[:, None, :, shared:], weights.dtype)
         attend = functools.partial(_cascade, shared=shared, mask=own_mask)
@@ -359,53 +363,28 @@ def _cascade(
     return prefix_out * weight_prefix + own_out.float() * (1.0 - weight_prefix)
 
 
-def _blocked(visible: torch.Tensor, kv_heads: int, groups: int, dtype: torch.dtype) -> Attend:
-    """Batch-invariant attention under `visible` [B, T, L] (L a multiple of `EXACT_BLOCK`).
+def _exact(visible: torch.Tensor, groups: int, dtype: torch.dtype) -> Attend:
+    """Batch-invariant attention under `visible` [B, T, L] (L a multiple of `EXACT_KEYS`).
 
-    Each block of `EXACT_BLOCK` keys at absolute positions is one flash-attention problem of the same shape
-    for every row and call (query rows padded to a multiple of `QUERY_ROW_STEP`); the blocks' partial results
-    are merged as in split-K FlashAttention, o = sum_j exp(lse_j - m) o_j / sum_j exp(lse_j - m) with m the
-    largest lse, the sums accumulated in block order by `cumsum`, so blocks wholly past a row's last key
-    (weight exactly 0) leave its result bit-identical. The masks are built once per forward, for all layers.
+    One flash-attention call over all L keys: the CPU kernel walks keys in blocks of `EXACT_KEYS`, so with L
+    a multiple of it every block has the same shape for every row and call, and blocks wholly past a row's
+    last key (weight exactly 0 in the online softmax) leave its result bit-identical. In float32 the query
+    rows are padded to a multiple of `QUERY_ROW_STEP` (see there); bf16 needs no padding (measured).
     """
-    batch, steps, length = visible.shape
-    blocks, real_rows = length // EXACT_BLOCK, groups * steps
-    rows = -(-real_rows // QUERY_ROW_STEP) * QUERY_ROW_STEP
-    # [B, nb, G*T, S]: query row g*T + t (the folded GQA order of `_attention`) sees row t's keys
-    by_block = visible.view(batch, steps, blocks, EXACT_BLOCK).transpose(1, 2).repeat(1, 1, groups, 1)
-    by_block = F.pad(by_block, (0, 0, 0, rows - real_rows), value=True)  # padding queries see everything
-    heads_shape = (batch, kv_heads, blocks, rows)
-    mask = (
-        _additive(by_block, dtype)[:, None]
-        .expand(*heads_shape, EXACT_BLOCK)
-        .reshape(-1, blocks, rows, EXACT_BLOCK)
-    )
-    unseen = ~by_block.any(-1)[:, None].expand(heads_shape).reshape(-1, blocks, rows)  # no key of the block
+    batch, steps, _ = visible.shape
+    real_rows = groups * steps
+    step = QUERY_ROW_STEP if dtype == torch.float32 else 1
+    rows = -(-real_rows // step) * step
+    # [B, 1, rows, L]: query row g*T + t (the folded GQA order of `_attention`) sees row t's keys
+    by_row = F.pad(visible.repeat(1, groups, 1), (0, 0, 0, rows - real_rows), value=True)
+    mask = _additive(by_row, dtype)[:, None]
 
     def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        head_dim = queries.shape[-1]
-        padded = F.pad(queries, (0, 0, 0, rows - real_rows)).reshape(-1, 1, rows, head_dim)
-        out, lse = _flash(
-            padded.expand(-1, blocks, rows, head_dim),
-            keys.reshape(-1, blocks, EXACT_BLOCK, head_dim),  # views: [B * KVH, nb, S, D]
-            values.reshape(-1, blocks, EXACT_BLOCK, head_dim),
-            mask,
-            head_dim**-0.5,
-        )
-        lse = lse.masked_fill(unseen, float("-inf"))  # a wholly masked block reports lse 0, out 0
-        weight = exp_in_lanes(lse - lse.amax(1, keepdim=True))  # [B * KVH, nb, rows]
-        merged = (weight[..., None] * out.float()).cumsum(1)[:, -1] / weight.cumsum(1)[:, -1, :, None]
-        return merged[:, :real_rows].view(batch, kv_heads, real_rows, head_dim)
+        padded = F.pad(queries, (0, 0, 0, rows - real_rows)) if rows > real_rows else queries
+        out, _ = _flash(padded, keys, values, mask, queries.shape[-1] ** -0.5)
+        return out[:, :, :real_rows]
 
     return attend
-
-
-def exp_in_lanes(values: torch.Tensor) -> torch.Tensor:
-    """`values.exp()` with every element computed by the vectorised exp: PyTorch's CPU loops hand the last
-    elements of a tensor that fill no whole vector pair to the scalar exp, whose bits can differ, so an
-    element's result would depend on the tensor's size (the batch). Padded to a multiple of 64."""
-    flat = values.reshape(-1)
-    return F.pad(flat, (0, -flat.numel() % 64)).exp()[: flat.numel()].view(values.shape)
 
 
 def _flash(

@@ -42,6 +42,8 @@ from agentrl.agent.engines.sampler import sample_next
 from agentrl.errors import InvalidPrompt
 
 _CAPACITY_STEP = 128
+"""KV capacity grows in steps of this many tokens; in deterministic mode in steps of `kernels.EXACT_KEYS`,
+since the exact kernels attend over whole key blocks."""
 
 
 @dataclass
@@ -199,6 +201,10 @@ class BatchScheduler:
             finished_rows += self._prefill(weights, list(rows))
         return self._finish(finished_rows)
 
+    @property
+    def _capacity_step(self) -> int:
+        return kernels.EXACT_KEYS if self.config.deterministic else _CAPACITY_STEP
+
     def _exact(self, sequences: Sequence[_Sequence]) -> bool:
         """Whether a forward pass over `sequences` must be batch-invariant: one of them is seeded."""
         return self.config.deterministic and any(sequence.params.seed is not None for sequence in sequences)
@@ -221,7 +227,8 @@ class BatchScheduler:
         cached = 0 if match is None else match.length
         if common - cached < self.config.min_shared_prefix:
             return
-        kv = kernels.new_cache(weights, rows=1, capacity=-(-common // _CAPACITY_STEP) * _CAPACITY_STEP)
+        step = self._capacity_step
+        kv = kernels.new_cache(weights, rows=1, capacity=-(-common // step) * step)
         if match is not None:
             kv[:, :, 0, :, :cached] = match.entry.kv[:, :, :, :cached]
         ids = torch.tensor([prompts[0][cached:common]])
@@ -355,7 +362,7 @@ class BatchScheduler:
         if current is not None and current.shape[2] >= rows and current.shape[4] >= capacity:
             return
         rows = max(rows, self.config.max_batch)
-        capacity = -(-capacity // _CAPACITY_STEP) * _CAPACITY_STEP
+        capacity = -(-capacity // self._capacity_step) * self._capacity_step
         if current is not None:
             capacity = max(capacity, current.shape[4])
         grown = kernels.new_cache(weights, rows, capacity)
