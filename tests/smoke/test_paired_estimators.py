@@ -68,7 +68,7 @@ def played(db: Path, run: str, step: int) -> list[tuple[str, float, list[str]]]:
         rows = []
         for episode_id, task_id, reward in episodes:
             texts = conn.execute(
-                "select text from turns where episode_id = ? order by \"index\"", (episode_id,)
+                'select text from turns where episode_id = ? order by "index"', (episode_id,)
             ).fetchall()
             rows.append((str(task_id), float(reward), [str(text) for (text,) in texts]))
     return sorted(rows)

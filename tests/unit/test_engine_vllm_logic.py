@@ -23,6 +23,7 @@ from agentrl.agent.engines.vllm import (
     Finished,
     VLLMEngine,
     VLLMEngineConfig,
+    batch_invariant_environment,
     cast_floating,
     check_available,
     create_vllm_engine,
@@ -141,6 +142,19 @@ def test_llm_keywords_ask_for_temperature_scaled_logprobs() -> None:
     assert kwargs["gpu_memory_utilization"] == 0.3 and kwargs["max_model_len"] == 4096
     assert kwargs["enable_prefix_caching"] is True and kwargs["tensor_parallel_size"] == 1
     assert "max_model_len" not in llm_kwargs("/models/x", "main", VLLMEngineConfig())
+
+
+def test_batch_invariant_mode_sets_vllms_variable_or_says_what_is_missing() -> None:
+    on = VLLMEngineConfig(batch_invariant=True)
+    known = {"VLLM_BATCH_INVARIANT", "VLLM_USE_V1"}
+    assert batch_invariant_environment(VLLMEngineConfig(), known, on_cpu=False, version="0.12.0") == {}
+    assert batch_invariant_environment(on, known, on_cpu=False, version="0.12.0") == {
+        "VLLM_BATCH_INVARIANT": "1"
+    }
+    with pytest.raises(ConfigError, match="needs a GPU"):
+        batch_invariant_environment(on, known, on_cpu=True, version="0.12.0")
+    with pytest.raises(ConfigError, match="vllm 0.10.2 has no batch-invariant mode"):
+        batch_invariant_environment(on, {"VLLM_USE_V1"}, on_cpu=False, version="0.10.2")
 
 
 def test_versions_parse_with_suffixes() -> None:

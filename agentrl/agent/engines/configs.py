@@ -96,6 +96,10 @@ class VLLMEngineConfig:
                             weights offloaded to CPU RAM for each update; 2: both freed (they are reloaded
                             after the update anyway: the cheapest for RL). 1 and 2 need trainer.async_mode=
                             false (async rollouts sample during updates)
+    batch_invariant:        vLLM's batch-invariant mode (`VLLM_BATCH_INVARIANT=1`, set before vLLM starts):
+                            a seeded request then samples the same tokens whatever it is batched with, as
+                            the cached engine's `deterministic` does; needs a vLLM that has the mode and a
+                            GPU it supports (vLLM's docs: NVIDIA compute capability 8.0+); slower decoding
     """
 
     gpu_memory_utilization: float = 0.4
@@ -107,6 +111,7 @@ class VLLMEngineConfig:
     seed: int = 0
     max_wait_s: float = 0.005
     sleep_level: int = 0
+    batch_invariant: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gpu_memory_utilization <= 1.0:

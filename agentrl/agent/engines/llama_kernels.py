@@ -176,8 +176,9 @@ def forward(
     logits_at: [B] index in 0..T-1 of the token whose next-token logits are returned
     shared:    leading positions holding the same tokens in every row (a shared prompt prefix); decode
                steps (T = 1) then attend to them once for the whole batch, reading row 0's copy
-    exact:     batch-invariant attention (`_exact`; `shared` is ignored; the cache capacity must be a multiple of `EXACT_KEYS`): with weights built with
-               `pack=True`, row b's results depend on its own ids and cached K/V only
+    exact:     batch-invariant attention (`_exact`; `shared` is ignored; the cache capacity must be a
+               multiple of `EXACT_KEYS`): with weights built with `pack=True`, row b's results depend on
+               its own ids and cached K/V only
     """
     batch, steps = ids.shape
     positions = starts[:, None] + torch.arange(steps)[None, :]  # [B, T]

@@ -56,7 +56,7 @@ import contextlib
 import importlib.util
 import itertools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -105,6 +105,32 @@ def check_available() -> None:
     if parse_version(__version__) < MIN_VLLM_VERSION:
         wanted = ".".join(map(str, MIN_VLLM_VERSION))
         raise ConfigError(f"engine.kind=vllm needs vllm >= {wanted} (found {__version__}): {INSTALL_HINT}")
+
+
+BATCH_INVARIANT_VARIABLE = "VLLM_BATCH_INVARIANT"
+
+
+def batch_invariant_environment(
+    config: VLLMEngineConfig, known_variables: Collection[str], on_cpu: bool, version: str
+) -> dict[str, str]:
+    """The environment variables `engine.vllm.batch_invariant` sets before vLLM starts ({} when off); a
+    `ConfigError` saying what to do when this vLLM cannot honour it. Pure: the caller passes what it found
+    (`vllm.envs.environment_variables`, `on_vllm_cpu()`, `vllm.__version__`)."""
+    if not config.batch_invariant:
+        return {}
+    if on_cpu:
+        raise ConfigError(
+            "engine.vllm.batch_invariant needs a GPU: vLLM's batch-invariant mode has no CPU backend; on CPU "
+            "the cached engine is batch-invariant for seeded requests (engine.kind=cached, "
+            "engine.cached.deterministic=true)"
+        )
+    if BATCH_INVARIANT_VARIABLE not in known_variables:
+        raise ConfigError(
+            f"engine.vllm.batch_invariant: vllm {version} has no batch-invariant mode "
+            f"({BATCH_INVARIANT_VARIABLE}); install a vllm that has it, or set "
+            "engine.vllm.batch_invariant=false"
+        )
+    return {BATCH_INVARIANT_VARIABLE: "1"}
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -515,8 +541,22 @@ def create_vllm_engine(model_config: ModelConfig, config: VLLMEngineConfig, npro
         # vLLM's CPU backend would otherwise size its KV cache as gpu_memory_utilization of the machine's RAM
         # less this process's (trainer included): GBs for a model that needs a few hundred MB of it
         kwargs["kv_cache_memory_bytes"] = CPU_KV_CACHE_GIB * 2**30
+    os.environ.update(batch_invariant_environment(config, vllm_variables(), on_vllm_cpu(), vllm_version()))
     llm = new_llm(kwargs)
     return VLLMEngine(model, tokenizer, VLLMCore(llm, end_of_turn_ids(tokenizer)), config)
+
+
+def vllm_variables() -> frozenset[str]:
+    """The environment variables the installed vLLM reads (empty when it does not list them)."""
+    import vllm.envs
+
+    return frozenset(getattr(vllm.envs, "environment_variables", {}))
+
+
+def vllm_version() -> str:
+    from vllm import __version__
+
+    return str(__version__)
 
 
 def new_llm(kwargs: Mapping[str, Any]) -> Any:
