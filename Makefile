@@ -60,7 +60,7 @@ test: setup lint docs
 test-all: test
 	$(MAKE) test-vllm
 
-# `make test-gpu`: the GPU path in one command (scripts/gpu_check.sh, README "On a GPU"); it skips without CUDA.
+# `make test-gpu`: the GPU path in one command (scripts/gpu_check.sh, docs/gpu.md); it skips without CUDA.
 # `make gpu-wheels` downloads the wheels a GPU machine without network installs (.gpu-wheels/).
 GPU_CHECK_OUT ?= runs/gpu-check
 

@@ -7,7 +7,7 @@ the core types (`Action` in, `StepResult` out). `ClientConfig.transport` picks t
 - "ws": one WebSocket per replica (`/v1/ws`, see `agentrl.service.routers.ws`) multiplexing every session
   the client holds there; requests made while others are in flight leave together in one frame. It serves
   many times the steps per second of "http", most of all at high concurrency, where many httpx connections
-  collapse (see README / bench/results, measured with `bench/service.py`). Health and env listing still go
+  collapse (see docs/service.md, measured with `bench/service.py`). Health and env listing still go
   over HTTP.
 The wire format itself (bodies, error types, frames) lives in `agentrl.wire`, shared with the service; this
 module never imports the service.

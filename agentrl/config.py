@@ -118,7 +118,7 @@ class TrainerConfig:
            evaluation) with an engine of its own, against the same env service; rank 0 still draws the
            tasks, credits, records and stores; the gathered weights go into every rank's engine. On by
            default, for ranks with devices of their own; on one 2-core CPU host `bench/dp_rollout.py`
-           measured only ~1.15x over rank 0 alone (README "Scaling out"). false: rank 0 plays every
+           measured only ~1.15x over rank 0 alone (docs/scaling.md). false: rank 0 plays every
            episode while the other ranks wait (they then hold no engine: one model copy less per rank).
            Ranks on several nodes need a `service.url` that every node reaches (`trainer/dp_rollouts.py`).
     checkpoint_every: save a resumable checkpoint (weights, optimiser, schedule, RNG, step) every this many

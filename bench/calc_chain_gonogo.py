@@ -17,7 +17,7 @@ What this is: two measurements of the base model (SmolLM2-135M-Instruct) on `con
    separate the estimators.
 
 What this is not: a training run, or a test of the estimators' code (tests/unit covers that). The engine's
-seeded samples depend on what else is in its batch (README, "Scaling out"), so a repeat of this script
+seeded samples depend on what else is in its batch (docs/scaling.md), so a repeat of this script
 gives other draws at temperatures above 0.
 """
 

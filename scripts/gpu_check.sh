@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make test-gpu`: the GPU path proven by one command (agentrl/devtools/gpu_check.py; README "On a GPU").
+# `make test-gpu`: the GPU path proven by one command (agentrl/devtools/gpu_check.py; docs/gpu.md).
 #   bash scripts/gpu_check.sh OUT_DIR [--only CHECK,...]
 # Without CUDA it skips: OUT_DIR/gpu_check.json says so, exit 0. With CUDA it installs agentrl's other
 # dependencies from the wheels of scripts/gpu_wheels.sh (.gpu-wheels/, no network) into a folder of their

@@ -5,7 +5,8 @@ What this is: `ExecChannel` starts `channel_server.py` inside a running containe
 (our frames: 4-byte big-endian length + UTF-8 JSON). Two transports:
 - `attach`: requests are written raw to the exec's stdin; replies come back inside Docker's multiplexed
   stream frames (8-byte header: stream type, 3 zero bytes, big-endian size). Works with any engine, local or
-  remote, but every byte is relayed by dockerd and the container's shim (costs: README, `bench/sandbox.py`).
+  remote, but every byte is relayed by dockerd and the container's shim (costs: docs/sandbox.md,
+  `bench/sandbox.py`).
 - `socket`: a `Rendezvous` is a per-sandbox host directory, bind-mounted read-only into the container at
   `CHANNEL_MOUNT`, holding a listening unix socket. The server connects to it and sends a one-time token; the
   host accepts one connection with that token, then unlinks the socket and closes the listener, so nothing
@@ -14,7 +15,7 @@ What this is: `ExecChannel` starts `channel_server.py` inside a running containe
   pass host unix sockets by default); `socket_transport_possible` decides, the config can force either.
   Where the engine turns out not to share our filesystem, the first sandbox falls back and later ones skip it.
 Either way a tool call costs one round trip over a connection already open instead of a new `docker exec`
-(the measured costs of both are in README.md, from `bench/sandbox.py`; see also docs/sandbox.md).
+(the measured costs of both are in docs/sandbox.md, "Measured", from `bench/sandbox.py`).
 
 What this is not: a sandbox (`agentrl/sandbox/docker.py` owns the container and its limits) or thread-safe
 for concurrent requests on one channel (a lock serialises them). Any failure of the socket or the server

@@ -19,10 +19,10 @@ Every exec is logged at DEBUG and kept in `sandbox.exec_log` [15]; `SandboxConfi
 to gVisor where installed [16].
 
 Commands go through `ExecChannel` (`channel.py`): one `docker exec` per container at start, then a socket
-round trip per command instead of a fresh `docker exec` (costs: README.md). With a local engine the round trip
-skips the engine too: the only bind mount a sandbox ever gets is its own read-only rendezvous directory, whose
-unix socket is unlinked as soon as the channel's server has connected with its one-time token
-(`SandboxConfig.channel`).
+round trip per command instead of a fresh `docker exec` (costs: docs/sandbox.md). With a local engine the
+round trip skips the engine too: the only bind mount a sandbox ever gets is its own read-only rendezvous
+directory, whose unix socket is unlinked as soon as the channel's server has connected with its one-time
+token (`SandboxConfig.channel`).
 
 Time [8] has three bounds: per command, per episode (`episode_budget_s`, off by default: exec time since the
 sandbox was started or handed out by the pool) and the container TTL.

@@ -22,8 +22,8 @@ def make_optimizer(
     """AdamW over the trainable parameters, and a LambdaLR that warms the lr up linearly.
 
     The fused AdamW kernel (one pass per parameter, no temporaries) is used wherever torch has it: on CPU the
-    default per-tensor loop is many times slower and dominated small updates (README, "Figures behind design
-    choices"). Its results equal the loop's to float32 rounding (`test_update.py`).
+    default per-tensor loop is many times slower and dominated small updates (docs/benchmarks.md, "Figures
+    behind design choices"). Its results equal the loop's to float32 rounding (`test_update.py`).
     """
     params = [param for param in model.parameters() if param.requires_grad]
     optimizer = adamw(params, config)

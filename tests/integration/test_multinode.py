@@ -1,8 +1,8 @@
 """Multi-node torchrun, run for real on this host: two torchrun "nodes" (`--nnodes 2 --node_rank 0/1
 --nproc_per_node 1`, c10d rendezvous on 127.0.0.1) train the run that `agentrl train trainer.nproc=2` trains
 on one node, and record the same metrics, episodes and final weights (tiny model, data-parallel rollouts
-against one env service). Each node runs README's multi-node recipe ("Scaling out"), read from README.md
-with its placeholders filled in."""
+against one env service). Each node runs the multi-node recipe of docs/scaling.md, read from the page with its
+placeholders filled in."""
 
 from __future__ import annotations
 
@@ -30,13 +30,13 @@ from dp_runs import (
 )
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
-README = Path(__file__).resolve().parents[2] / "README.md"
+SCALING = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
 PLACEHOLDERS = ("NODE_RANK", "HOST:PORT", "TASK", "URL")
 
 
-def readme_recipe() -> str:
-    """README's multi-node command ("Scaling out"): the `torchrun --nnodes` line and its continuations."""
-    text = README.read_text()
+def scaling_recipe() -> str:
+    """docs/scaling.md's multi-node command: the `torchrun --nnodes` line and its continuations."""
+    text = SCALING.read_text()
     start = text.index("torchrun --nnodes")
     lines = []
     for line in text[start:].splitlines():
@@ -47,9 +47,9 @@ def readme_recipe() -> str:
 
 
 def node_command(node_rank: int, endpoint: str, task: str, service_url: str) -> list[str]:
-    """What one node runs: README's recipe with its placeholders filled in."""
+    """What one node runs: docs/scaling.md's recipe with its placeholders filled in."""
     fill = dict(zip(PLACEHOLDERS, (str(node_rank), endpoint, task, service_url), strict=True))
-    words = shlex.split(readme_recipe())
+    words = shlex.split(scaling_recipe())
     assert words[0] == "torchrun" and set(PLACEHOLDERS) <= set(words), words
     return [TORCHRUN, *(fill.get(word, word) for word in words[1:])]
 

@@ -12,9 +12,11 @@ by tests/unit/test_credit_doc_examples.py. Every other fenced block of every pag
 - `text`: a diagram or a listing, nothing to run.
 
 A shell command, in a fenced `bash` block or an indented block of any page: an `agentrl` command parses
-with the CLI's own parser, and its run config (with the command's overrides) loads; `python SCRIPT` names a
+with the CLI's own parser, and its run config (with the command's overrides) loads unless the command holds a
+placeholder the reader fills in (`TASK`, `HOST:PORT`), and so does `torchrun ... -m agentrl.cli.main ...`;
+`python SCRIPT` names a
 file that exists and `python -m MODULE` a module that imports; `make TARGET` a target of the Makefile;
-`pytest PATH` tests that exist; a plugin install is the one install line
+`pytest PATH` tests that exist; `ray` an installed Ray; a plugin install is the one install line
 (`agentrl.devtools.scaffold.INSTALL`). Any other command fails the test until it is added here. The one
 install line is also the one in `agentrl envs new`'s printout and in the README a new plugin gets.
 """
@@ -22,6 +24,7 @@ install line is also the one in `agentrl envs new`'s printout and in the README 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import json
 import re
@@ -56,6 +59,7 @@ def _credit_records() -> str:
 GIVEN = {"credit.md": _credit_records}  # what a page's block uses that the page defines in prose
 WRAPPERS = {"nice", "time", "timeout"}  # run the command that follows them
 SHELL = {"cd", "for", "done", "export", "cp", "docker", "docker-compose"}  # nothing to check
+PLACEHOLDER = re.compile(r"[A-Z][A-Z_]*(?::[A-Z_]+)?")  # what the reader fills in: TASK, HOST:PORT
 INSTALL_LINE = re.compile(r"^(?:\.venv/bin/)?pip install -e (\S+) --no-deps --no-build-isolation$")
 
 
@@ -143,6 +147,10 @@ def command_problem(command: str) -> str | None:
     program, arguments = words[0], [word for word in words[1:] if word != "..."]  # "...": elided
     if program in {"agentrl", ".venv/bin/agentrl"}:
         return agentrl_problem(arguments)
+    if program in {"torchrun", ".venv/bin/torchrun"}:
+        if "agentrl.cli.main" not in arguments:
+            return "torchrun runs something other than `-m agentrl.cli.main`"
+        return agentrl_problem(arguments[arguments.index("agentrl.cli.main") + 1 :])
     if program in {"python", ".venv/bin/python"}:
         if arguments[:2] == ["-m", "agentrl.cli.main"]:
             return agentrl_problem(arguments[2:])
@@ -162,6 +170,8 @@ def command_problem(command: str) -> str | None:
         paths = [word.split("::")[0] for word in arguments if "/" in word and not word.startswith("-")]
         missing = [path for path in paths if not (ROOT / path).exists()]
         return f"no test file {missing}" if missing else None
+    if program == "ray":  # the Ray CLI: `make setup` installs ray in .venv
+        return None if importlib.util.find_spec("ray") else "ray is not installed (make setup installs it)"
     if program == "bash":
         return None if (ROOT / arguments[0]).is_file() else f"no script {arguments[0]}"
     return None if program in SHELL else f"a command this test does not know: {program}"
@@ -189,8 +199,8 @@ def agentrl_problem(arguments: Sequence[str]) -> str | None:
         return "the CLI's parser refuses it"
     if not hasattr(args, "overrides") or not (getattr(args, "task", None) or getattr(args, "config", None)):
         return None
-    if any("$" in word for word in arguments):
-        return None  # a shell variable: the parse is all that can be checked
+    if any("$" in word or PLACEHOLDER.fullmatch(word) for word in arguments):
+        return None  # a shell variable or a placeholder (TASK, URL): the parse is all that can be checked
     overrides = [*args.overrides, *(flag_overrides(args) if args.command == "sft" else [])]
     try:
         load_run_config(args, overrides)
@@ -213,6 +223,8 @@ def test_the_command_checker_finds_what_is_wrong() -> None:
     assert command_problem("pip install -e hilo --no-deps --no-build-isolation") is None
     assert command_problem("make docs") is None and command_problem("make no-such-target") is not None
     assert command_problem("curl http://example.com") is not None
+    assert command_problem("torchrun --nnodes 2 -m agentrl.cli.main train --task TASK") is None
+    assert command_problem("torchrun --nnodes 2 -m agentrl.cli.main trian --task TASK") is not None
     assert command_problem("nice -n 19 .venv/bin/python bench/credit_gym.py --quick") is None
     assert command_problem("nice .venv/bin/python bench/no_such_bench.py") is not None
 
@@ -232,7 +244,7 @@ def test_every_plugin_install_line_is_the_one_install_line(
         **{f"plugin {name}": text for name, text in render_plugin("hilo").items() if name.endswith(".md")},
     }
     lines = {
-        (where, match.group(0).strip("` ").removeprefix(".venv/bin/"))
+        (where, match.group(0).split(" #")[0].strip("` ").removeprefix(".venv/bin/"))
         for where, text in texts.items()
         for match in re.finditer(r"(?:\.venv/bin/)?pip install[^\n`]*?-e [^\n`)]*", text)
     }

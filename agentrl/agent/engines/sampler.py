@@ -9,7 +9,8 @@ means argmax. The returned log-probability is log_softmax(logits / T) at the cho
 computed once per step, and without top-p the sampling probabilities are its exponential.
 
 Why not `torch.multinomial`: on CPU it draws one exponential variate per vocabulary entry (an exponential
-race), several times slower than exp + cumsum + searchsorted (README, "Figures behind design choices").
+race), several times slower than exp + cumsum + searchsorted (docs/benchmarks.md, "Figures behind design
+choices").
 The drawn distribution is the same; the stream of random numbers, so the exact tokens for a given seed,
 differ.
 
