@@ -4,7 +4,10 @@ What this is: `record_sample_run(store)` writes a three-step run of a calculator
 of three episodes per step, plus held-out evaluations at steps 0 and 3) with hand-made but well-formed
 Episodes: tool calls in the Hermes format, observations, state keys that form anchor groups, one invalid
 turn and one infrastructure failure per step. Advantages come from the real GiGPO estimator and the credit
-metrics from `agentrl.credit.metrics`; reward and success metrics are computed from the episodes.
+metrics from `agentrl.credit.metrics`; reward and success metrics are computed from the episodes. Each
+training step also records its task draws (reason "uniform", with the group's outcome) as the uniform
+sampler does. The saved config holds the keys the viewer's runs list reads (model, estimator, group size,
+eval temperature), with placeholder values.
 
 What this is not: a model's output. No model is loaded; the episodes are deterministic functions of the
 step and episode index. KL and entropy are synthetic numbers (so the plot has every panel).
@@ -102,11 +105,36 @@ def gigpo_advantages(episodes: Sequence[Episode]) -> list[list[float]]:
     return split_by_episode(estimate("gigpo", batch), batch)
 
 
-def record_sample_run(store: Store, name: str = "sample-calc") -> str:
+def sample_config(eval_temperature: float = 0.0) -> dict[str, object]:
+    """The sample run's saved config: a few sections of a real one, no model behind the name."""
+    return {
+        "task": "calc",
+        "model": {"name": "sample (no model)"},
+        "credit": {"estimator": "gigpo", "options": {}},
+        "train": {"group_size": GROUP_SIZE, "steps": STEPS},
+        "eval": {"temperature": eval_temperature},
+        "sample": True,
+    }
+
+
+def task_draws(step: int, episodes: Sequence[Episode]) -> list[dict[str, object]]:
+    """The uniform sampler's record of each group played at `step` (infrastructure failures not counted)."""
+    draws = []
+    for task_id, *_ in SAMPLE_TASKS:
+        usable = [e for e in episodes if e.task_id == task_id and not e.is_infra_failure]
+        wins = sum(e.success for e in usable)
+        draws.append({
+            "step": step, "round": 0, "task_id": task_id, "group_id": f"train-{step}-{task_id}",
+            "reason": "uniform", "successes": wins, "failures": len(usable) - wins,
+            "success_rate": wins / len(usable) if usable else None,
+            "alpha": None, "beta": None, "score": None,
+        })  # fmt: skip
+    return draws
+
+
+def record_sample_run(store: Store, name: str = "sample-calc", eval_temperature: float = 0.0) -> str:
     """Record the whole sample run; return its id."""
-    run_id = create_run(
-        store, name, "calc", {"task": "calc", "credit": {"estimator": "gigpo"}, "sample": True}
-    )
+    run_id = create_run(store, name, "calc", sample_config(eval_temperature))
     with StoreWriter(store) as writer:
         for step in (0, STEPS):
             evals = [sample_episode(step, task, 0, split="eval") for task in SAMPLE_TASKS]
@@ -118,6 +146,7 @@ def record_sample_run(store: Store, name: str = "sample-calc") -> str:
             writer.record_episodes(run_id, step, "train", usable, gigpo_advantages(usable))
             writer.record_episodes(run_id, step, "train", [e for e in episodes if e.is_infra_failure], None)
             writer.record_metrics(run_id, step, step_metrics(episodes, step))
+            writer.record_task_draws(run_id, task_draws(step, episodes))
     finish_run(store, run_id, "finished")
     return run_id
 
