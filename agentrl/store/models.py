@@ -5,7 +5,9 @@ not stored (only counts); the store is for inspecting runs, not for replaying tr
 `task_draws` holds one row per group a training step played: which task, why it was drawn or dropped, and
 (adaptive sampler) the task's Beta posterior at the draw; the adaptive sampler's posterior is rebuilt from
 these rows on resume. A tree rollout's branch (`Episode.parent_id` / `branch_turn`) keeps its parent's uid
-and the turn it branched at, so a group can be drawn as its tree.
+and the turn it branched at, so a group can be drawn as its tree. `EpisodeRow.invalid_turns` repeats the count
+of its invalid turns so that the viewer's per-step table reads episodes (through one covering index) and
+never the turns.
 
 What this is not: an API. These ORM classes never leave `agentrl/store/`; everything outside talks to
 `repository.py`, which returns plain dicts. Schema changes go through Alembic revisions in
@@ -43,7 +45,21 @@ class Run(Base):
 
 class EpisodeRow(Base):
     __tablename__ = "episodes"
-    __table_args__ = (Index("ix_episodes_run_step", "run_id", "step"),)
+    __table_args__ = (
+        Index("ix_episodes_run_step", "run_id", "step"),
+        # the run page's per-step table, read from the index alone (no episode text is touched)
+        Index(
+            "ix_episodes_run_step_summary",
+            "run_id",
+            "step",
+            "split",
+            "stop_reason",
+            "success",
+            "reward",
+            "invalid_turns",
+        ),
+        Index("ix_episodes_run_task", "run_id", "task_id"),  # search by task id
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     uid: Mapped[str] = mapped_column(String(64))  # the runner's Episode.episode_id
@@ -59,6 +75,7 @@ class EpisodeRow(Base):
     stop_reason: Mapped[str] = mapped_column(String(20))
     error: Mapped[str | None] = mapped_column(Text)
     num_turns: Mapped[int]
+    invalid_turns: Mapped[int] = mapped_column(default=0, server_default="0")  # turns marked invalid
     initial_state_key: Mapped[str | None] = mapped_column(Text)  # the state turn 0 was taken in
     first_observation: Mapped[str | None] = mapped_column(Text)  # what the env showed at reset
     attempts: Mapped[int] = mapped_column(default=1, server_default="1")  # plays, re-runs included
@@ -89,7 +106,10 @@ class TurnRow(Base):
 
 class MetricRow(Base):
     __tablename__ = "metrics"
-    __table_args__ = (Index("ix_metrics_run_step", "run_id", "step"),)
+    __table_args__ = (
+        Index("ix_metrics_run_step", "run_id", "step"),
+        Index("ix_metrics_run_name", "run_id", "name", "step"),  # one metric of a run (runs list: best)
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))

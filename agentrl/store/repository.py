@@ -10,7 +10,8 @@ get their parent folder created, WAL journaling (readers do not block the writer
 Schema: `open_store` brings the database to the newest Alembic revision (`agentrl/store/migrations/`), so a
 fresh database is created by `upgrade head` and an older one is upgraded in place.
 
-What this is not: asynchronous (see `writer.py` for the background writer).
+What this is not: asynchronous (see `writer.py` for the background writer), or paged: the readers here
+return a whole run; the viewer's readers of one page at a time are in `pages.py`.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def _transaction(store: Store, doing: str) -> Iterator[Session]:
         raise StoreError(f"run store ({_safe_url(store.url)}): {doing} failed: {exc}") from exc
 
 
-def _read(store: Store, doing: str, query: Callable[[Session], T]) -> T:
+def read(store: Store, doing: str, query: Callable[[Session], T]) -> T:
+    """Run `query` in one session (a read-only use of a transaction); errors become a StoreError."""
     with _transaction(store, doing) as session:
         return query(session)
 
@@ -190,6 +192,7 @@ def _episode_row(
         stop_reason=episode.stop_reason,
         error=episode.error,
         num_turns=len(episode.turns),
+        invalid_turns=sum(1 for turn in episode.turns if turn.invalid),
         initial_state_key=episode.initial_state_key,
         first_observation=episode.first_observation,
         attempts=episode.attempts,
@@ -278,9 +281,9 @@ def list_runs(store: Store) -> list[dict[str, Any]]:
 
     def query(session: Session) -> list[dict[str, Any]]:
         runs = session.scalars(select(Run).order_by(Run.created_at.desc()))
-        return [_run_dict(run) for run in runs]
+        return [run_dict(run) for run in runs]
 
-    return _read(store, "listing runs", query)
+    return read(store, "listing runs", query)
 
 
 def load_episodes(store: Store, run_id: str) -> list[dict[str, Any]]:
@@ -293,9 +296,9 @@ def load_episodes(store: Store, run_id: str) -> list[dict[str, Any]]:
             .order_by(EpisodeRow.id)
             .options(selectinload(EpisodeRow.turns))
         )
-        return [_episode_dict(row) for row in session.scalars(statement)]
+        return [episode_dict(row) for row in session.scalars(statement)]
 
-    return _read(store, f"loading episodes of run {run_id}", query)
+    return read(store, f"loading episodes of run {run_id}", query)
 
 
 def load_metrics(store: Store, run_id: str) -> list[dict[str, Any]]:
@@ -307,7 +310,7 @@ def load_metrics(store: Store, run_id: str) -> list[dict[str, Any]]:
             {"step": row.step, "name": row.name, "value": row.value} for row in session.scalars(statement)
         ]
 
-    return _read(store, f"loading metrics of run {run_id}", query)
+    return read(store, f"loading metrics of run {run_id}", query)
 
 
 def load_task_draws(store: Store, run_id: str, up_to_step: int | None = None) -> list[dict[str, Any]]:
@@ -321,7 +324,7 @@ def load_task_draws(store: Store, run_id: str, up_to_step: int | None = None) ->
         rows = session.scalars(statement.order_by(TaskDrawRow.step, TaskDrawRow.id))
         return [{key: getattr(row, key) for key in TASK_DRAW_FIELDS} for row in rows]
 
-    return _read(store, f"loading task draws of run {run_id}", query)
+    return read(store, f"loading task draws of run {run_id}", query)
 
 
 def count_rows(store: Store) -> dict[str, int]:
@@ -334,15 +337,17 @@ def count_rows(store: Store) -> dict[str, int]:
             for name, model in tables.items()
         }
 
-    return _read(store, "counting rows", query)
+    return read(store, "counting rows", query)
 
 
-def _run_dict(run: Run) -> dict[str, Any]:
+def run_dict(run: Run) -> dict[str, Any]:
+    """The run as a plain dict (its columns)."""
     columns = ("id", "name", "task", "config", "status", "created_at", "finished_at")
     return {column: getattr(run, column) for column in columns}
 
 
-def _episode_dict(row: EpisodeRow) -> dict[str, Any]:
+def episode_dict(row: EpisodeRow, turns: bool = True) -> dict[str, Any]:
+    """The episode as a plain dict, with a "turns" list of `turn_dict`s unless `turns` is False."""
     columns = (
         "id",
         "uid",
@@ -358,6 +363,7 @@ def _episode_dict(row: EpisodeRow) -> dict[str, Any]:
         "stop_reason",
         "error",
         "num_turns",
+        "invalid_turns",
         "initial_state_key",
         "first_observation",
         "attempts",
@@ -365,13 +371,12 @@ def _episode_dict(row: EpisodeRow) -> dict[str, Any]:
         "branch_turn",
         "created_at",
     )
-    return {
-        **{column: getattr(row, column) for column in columns},
-        "turns": [_turn_dict(t) for t in row.turns],
-    }
+    out = {column: getattr(row, column) for column in columns}
+    return {**out, "turns": [turn_dict(t) for t in row.turns]} if turns else out
 
 
-def _turn_dict(row: TurnRow) -> dict[str, Any]:
+def turn_dict(row: TurnRow) -> dict[str, Any]:
+    """The turn as a plain dict (its columns but the episode id)."""
     columns = (
         "index",
         "text",
@@ -386,3 +391,34 @@ def _turn_dict(row: TurnRow) -> dict[str, Any]:
         "info",
     )
     return {column: getattr(row, column) for column in columns}
+
+
+OUTCOME_FIELDS = (
+    "id",
+    "uid",
+    "step",
+    "split",
+    "task_id",
+    "group_id",
+    "reward",
+    "success",
+    "stop_reason",
+    "error",
+)
+"""The episode columns of `load_split_episodes`: what a held-out comparison needs, no text and no turns."""
+
+
+def load_split_episodes(store: Store, run_id: str, split: Split) -> list[dict[str, Any]]:
+    """The run's episodes of one split (e.g. its held-out evaluations) as dicts of `OUTCOME_FIELDS`, by id;
+    one query over the episodes table only."""
+
+    def query(session: Session) -> list[dict[str, Any]]:
+        columns = [getattr(EpisodeRow, name) for name in OUTCOME_FIELDS]
+        statement = (
+            select(*columns)
+            .where(EpisodeRow.run_id == run_id, EpisodeRow.split == split)
+            .order_by(EpisodeRow.id)
+        )
+        return [dict(zip(OUTCOME_FIELDS, row, strict=True)) for row in session.execute(statement)]
+
+    return read(store, f"loading the {split} episodes of run {run_id}", query)
