@@ -73,9 +73,9 @@ class UpdateConfig:
     mini_batches:     optimiser steps per epoch (the samples are split into this many contiguous slices).
     autocast_bf16:    run forward passes under CPU bfloat16 autocast where the CPU multiplies bf16 natively
                       (AMX / AVX-512 BF16); ignored elsewhere, where emulated bf16 is far slower than fp32.
-    shared_prefix:    run the prefix a group's episodes share (their first prompt) once per micro batch
-                      instead of once per episode (`agentrl/trainer/shared_prefix.py`); same loss and
-                      gradients.
+    shared_prefix:    run the prefix a group's episodes share (their first prompt; a tree's members, up to
+                      their branch point) once per micro batch instead of once per episode
+                      (`agentrl/trainer/shared_prefix.py`); same loss and gradients.
     min_shared_tokens: groups sharing fewer leading tokens than this run unshared.
     """
 

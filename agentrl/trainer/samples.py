@@ -14,9 +14,14 @@ Per-token conventions (position t is the t-th token of the sequence):
     advantages   the advantage of the token's turn on sampled tokens; 0 elsewhere.
 
 Shared prefix: a pack of K shared tokens holds ids[:K] once (`prefix_ids`) and, per member, the suffix row
-ids[K:] with the same per-token columns sliced the same way. Row position 0 (token K) has no log-prob of its
-own (as position 0 of any row); that loses nothing because K is chosen so that tokens 0..K are never
-sampled tokens (loss mask 0) in any member: see `shared_length`.
+ids[K:]. Row position 0 (token K) has no log-prob of its own (as position 0 of any row); that loses nothing
+because K is chosen so that token K is trained (loss mask 1) in no member: see `shared_length`. In a flat
+group no member trains a token before K either, and the loss columns are the suffix rows' (sliced at K). In
+a tree the prefix may run past the branch point's parent turns: one member, the prefix's owner (the root or
+the parent branch that played those turns), trains them, and every other member holds the same ids as
+copied, loss-free context (`copied_turns`). Such a pack keeps the loss columns of the whole sequences
+([G, K + S]) so that the owner's prefix tokens are trained in its own row, from the prefix's logits
+(`trains_prefix`, `along_columns`, `agentrl/trainer/shared_prefix.py::pack_token_logprobs`).
 
 What this is not: a filter or the per-step mode. Callers exclude infrastructure-failure episodes (they are
 not training signal) before calling `episode_to_sample`; the per-step sample mode comes later.
@@ -24,7 +29,7 @@ not training signal) before calling `episode_to_sample`; the per-step sample mod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -168,11 +173,22 @@ class Pack:
 
 def shared_length(samples: Sequence[TrainSample]) -> int:
     """K, the leading tokens the samples can run once: the longest common prefix of their ids, cut so that
-    tokens 0..K are unsampled in every sample (token K starts each suffix row and gets no log-prob) and every
-    row keeps at least one token. 0 when there is nothing to share."""
+    every row keeps at least one token, tokens 0..K-1 are trained (loss mask 1) in at most one sample, the
+    prefix's owner (a tree's root or parent branch; the others hold those ids as copied context), and token
+    K, which starts each suffix row and gets no log-prob there, is trained in none. In a flat group every
+    member trains its first completion, so K ends before it, at the first prompt. 0: nothing to share."""
     if not samples:
         return 0
-    limit = min(min(sample.num_tokens - 1, _first_sampled(sample) - 1) for sample in samples)
+    common = _common_prefix_length(samples)
+    masks = torch.stack([sample.loss_mask[: common + 1] > 0 for sample in samples])  # [N, common + 1]
+    bound = min(common, _one_owner_length(masks))
+    untrained = (~masks[:, : bound + 1].any(dim=0)).nonzero()
+    return int(untrained[-1, 0]) if untrained.numel() else 0
+
+
+def _common_prefix_length(samples: Sequence[TrainSample]) -> int:
+    """How many leading ids all samples have in common, at most the shortest sample's length - 1."""
+    limit = min(sample.num_tokens for sample in samples) - 1
     if limit <= 0:
         return 0
     first = samples[0].input_ids[:limit]
@@ -182,10 +198,15 @@ def shared_length(samples: Sequence[TrainSample]) -> int:
     return limit if bool(same.all()) else int(same.to(torch.int8).argmin())
 
 
-def _first_sampled(sample: TrainSample) -> int:
-    """The position of the first sampled token, or the length when none is."""
-    sampled = sample.loss_mask.nonzero()
-    return int(sampled[0, 0]) if sampled.numel() else sample.num_tokens
+def _one_owner_length(masks: torch.Tensor) -> int:
+    """[N, P] trained flags -> the first position trained by a sample other than the one that trains the
+    first trained position (the owner), or P when every trained position is the owner's."""
+    trained = masks.any(dim=0).nonzero()
+    if not trained.numel():
+        return int(masks.shape[1])
+    owner = int(masks[:, int(trained[0, 0])].to(torch.int8).argmax())
+    others = torch.cat([masks[:owner], masks[owner + 1 :]]).any(dim=0).nonzero()
+    return int(others[0, 0]) if others.numel() else int(masks.shape[1])
 
 
 def plan_packs(samples: Sequence[TrainSample], micro_batch_size: int, min_shared_tokens: int) -> list[Pack]:
@@ -195,6 +216,14 @@ def plan_packs(samples: Sequence[TrainSample], micro_batch_size: int, min_shared
 
     Samples left out (no group, a group alone, members that diverge early, a pack that would hold one
     member) are not in any pack; the caller batches them as before. Packs come in order of first member.
+
+    Trees (a group whose members branch from each other, `copied_turns`): a pack shares the longest prefix
+    all its members share (`shared_length`), up to the branch turn's prompt when it holds siblings of one
+    branch point, the owner's turns before it trained from the prefix's logits. Members are packed in the
+    order given, and a tree's leaves come depth first (`agentrl/agent/tree.py`), so a pack of neighbouring
+    leaves shares their deepest common branch point. Nested trees: a pack that spans sub-trees shares only
+    the prefix common to all of them (the shallower branch point); a deeper prefix that only some of its
+    members share runs once per member. Packs are cut by the memory budget, not at sub-tree boundaries.
     """
     groups: dict[str, list[int]] = {}
     for index, sample in enumerate(samples):
@@ -220,14 +249,20 @@ def plan_packs(samples: Sequence[TrainSample], micro_batch_size: int, min_shared
 
 def collate_shared(samples: Sequence[TrainSample], shared: int, pad_id: int) -> dict[str, torch.Tensor]:
     """One pack as tensors: `prefix_ids` [1, K] (the K = `shared` tokens every sample starts with) and the
-    suffix rows from token K on, right-padded as `collate` pads: input_ids, attention_mask (suffix tokens
-    only), loss_mask, old_logprobs and advantages, each [G, S]."""
+    suffix rows from token K on, right-padded as `collate` pads: input_ids and attention_mask (suffix tokens
+    only), each [G, S]. The loss columns (loss_mask, old_logprobs and advantages) are the suffix rows'
+    ([G, S]) when no sample trains a prefix token, and the whole sequences' ([G, K + S], as `collate` gives
+    them) when one does, a tree's prefix owner (module docstring; `trains_prefix` tells which)."""
     if shared < 1 or any(
         not torch.equal(s.input_ids[:shared], samples[0].input_ids[:shared]) for s in samples
     ):
         raise ValueError(f"the samples do not share their first {shared} tokens")
     suffixes = [_suffix(sample, shared) for sample in samples]
-    return {"prefix_ids": samples[0].input_ids[None, :shared], **collate(suffixes, pad_id)}
+    batch = {"prefix_ids": samples[0].input_ids[None, :shared], **collate(suffixes, pad_id)}
+    if any(bool(sample.loss_mask[:shared].any()) for sample in samples):
+        whole = collate(samples, pad_id)
+        batch.update({name: whole[name] for name in SHARED_COLUMNS})
+    return batch
 
 
 def _suffix(sample: TrainSample, shared: int) -> TrainSample:
@@ -235,8 +270,38 @@ def _suffix(sample: TrainSample, shared: int) -> TrainSample:
     return TrainSample(**columns, group_key=sample.group_key)
 
 
+def trains_prefix(batch: Mapping[str, torch.Tensor]) -> bool:
+    """Whether a collated batch is a pack whose loss columns cover its prefix (a member trains prefix
+    tokens: `collate_shared`), so that they are [G, K + S] while its input rows are [G, S]."""
+    return "prefix_ids" in batch and batch["loss_mask"].shape[1] > batch["input_ids"].shape[1]
+
+
+def columns_start(batch: Mapping[str, torch.Tensor]) -> int:
+    """The token a collated batch's loss columns start at: K for a pack whose columns are its suffix rows',
+    0 for a plain batch and for a pack that trains its prefix."""
+    if "prefix_ids" not in batch or trains_prefix(batch):
+        return 0
+    return int(batch["prefix_ids"].shape[1])
+
+
+def along_columns(rows: torch.Tensor, prefix: torch.Tensor | None) -> torch.Tensor:
+    """[B, S] per-token values of a batch's input rows and, for a pack that trains its prefix, [1, K] (or
+    [B, K]) values of the prefix -> the values at the positions of the batch's loss columns: the rows' as
+    they are when `prefix` is None, else [B, K + S] with the prefix's values in every row (every member
+    has the prefix's tokens; the loss mask keeps the owner's)."""
+    if prefix is None:
+        return rows
+    return torch.cat([prefix.expand(rows.shape[0], -1), rows], dim=1)
+
+
+def column_ids(batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The token ids at the positions of a collated batch's loss columns ([B, T])."""
+    prefix = batch["prefix_ids"] if trains_prefix(batch) else None
+    return along_columns(batch["input_ids"], prefix)
+
+
 def to_sample_layout(row: torch.Tensor, sample: TrainSample, shared: int) -> torch.Tensor:
-    """[S] values of a collated row (padded; a suffix row from token `shared` on) -> [L] at the sample's own
-    positions, 0 on the shared prefix (never sampled tokens)."""
+    """[S] values of a collated row (padded; a row of loss columns from token `shared` on, `columns_start`)
+    -> [L] at the sample's own positions, 0 on the tokens before `shared` (never trained there)."""
     values = row[: sample.num_tokens - shared]
     return torch.nn.functional.pad(values, (shared, 0), value=0.0) if shared else values

@@ -28,10 +28,10 @@ import torch
 
 from agentrl.cpu import native_cpu_bf16
 from agentrl.trainer.configs import Aggregation, OptimConfig, UpdateConfig
-from agentrl.trainer.losses import aggregate, sampled_token_logprobs
+from agentrl.trainer.losses import aggregate
 from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
-from agentrl.trainer.samples import TrainSample, episode_to_sample
-from agentrl.trainer.shared_prefix import forward_logits
+from agentrl.trainer.samples import TrainSample, along_columns, column_ids, episode_to_sample
+from agentrl.trainer.shared_prefix import pack_logits, pack_token_logprobs
 from agentrl.trainer.update import loss_step
 from agentrl.types import Episode
 
@@ -77,19 +77,25 @@ def nll_loss(
     argmax) and the aggregated loss (reported by the caller as `loss`)."""
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if autocast_bf16 and native_cpu_bf16() else None
     with autocast or nullcontext():
-        logits = forward_logits(model, batch)
-    logprobs, _ = sampled_token_logprobs(logits, batch["input_ids"], 1.0)
+        logits = pack_logits(model, batch)
+    logprobs, _ = pack_token_logprobs(logits, batch, 1.0)
     mask = batch["loss_mask"]
     loss = aggregate(-logprobs, mask, aggregation)
     with torch.no_grad():
         count = mask.sum().clamp(min=1.0)
-        predicted = torch.nn.functional.pad(logits[:, :-1].argmax(-1), (1, 0), value=-1)
-        hits = (predicted == batch["input_ids"]).float() * mask
+        prefix = None if logits.prefix is None else _argmax_predictions(logits.prefix)
+        predicted = along_columns(_argmax_predictions(logits.rows), prefix)
+        hits = (predicted == column_ids(batch)).float() * mask
         metrics = {
             "nll": float(((-logprobs.detach() * mask).sum() / count).item()),
             "token_accuracy": float((hits.sum() / count).item()),
         }
     return loss, metrics, {}
+
+
+def _argmax_predictions(logits: torch.Tensor) -> torch.Tensor:
+    """[B, L, V] -> [B, L]: the token the model ranks first at each position (-1 at position 0)."""
+    return torch.nn.functional.pad(logits[:, :-1].argmax(-1), (1, 0), value=-1)
 
 
 def sft_update(

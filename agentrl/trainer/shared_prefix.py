@@ -10,9 +10,16 @@ Samples outside any pack (no group, early divergence, `min_shared_tokens`) run a
 the unshared path, logging why, for models it is not made for (`shared_prefix_unsupported`) and with
 several ranks: FSDP2's per-layer hooks assume one forward call per layer before the backward.
 
-What this is: `local_packs` (this rank's micro batches), `collate_pack` (their tensors), `forward_logits`
-(their logits) and the shared-prefix forward itself. What this is not: the loss or the optimiser step
-(`update.py`), or the packing plan (`samples.plan_packs`).
+Trees (docs/tree_rollouts.md): the members of a tree share their tokens up to a branch point, and the turns
+before it were trained by one member only, the one that played them (the others hold copies with no loss).
+A pack whose prefix holds such trained tokens (`samples.trains_prefix`) also projects the prefix onto the
+vocabulary (`prefix_and_row_logits`), and the owner's log-probs on the prefix come from those logits
+(`pack_token_logprobs`), in its own row: the per-row loss terms are those of the unshared batch.
+
+What this is: `local_packs` (this rank's micro batches), `collate_pack` (their tensors), `pack_logits` /
+`forward_logits` (their logits), `pack_token_logprobs` (their log-probs at the loss columns' positions) and
+the shared-prefix forward itself. What this is not: the loss or the optimiser step (`update.py`), or the
+packing plan (`samples.plan_packs`).
 """
 
 from __future__ import annotations
@@ -27,8 +34,17 @@ import torch
 from transformers import DynamicCache
 
 from agentrl.trainer.configs import UpdateConfig
+from agentrl.trainer.losses import sampled_token_logprobs
 from agentrl.trainer.parallel import DataParallel
-from agentrl.trainer.samples import Pack, TrainSample, collate, collate_shared, plan_packs
+from agentrl.trainer.samples import (
+    Pack,
+    TrainSample,
+    along_columns,
+    collate,
+    collate_shared,
+    plan_packs,
+    trains_prefix,
+)
 from agentrl.trainer.transformers_compat import (
     activation_checkpointing,
     cache_keyword,
@@ -64,8 +80,43 @@ def collate_pack(samples: Sequence[TrainSample], pack: Pack, pad_id: int) -> dic
     return collate_shared(members, pack.shared, pad_id) if pack.shared else collate(members, pad_id)
 
 
+@dataclasses.dataclass(frozen=True)
+class PackLogits:
+    """A micro batch's logits: `rows` [B, S, V] of its input rows (the suffix rows of a pack) and, for a pack
+    that trains its prefix (`samples.trains_prefix`), `prefix` [1, K, V] of the prefix; else None."""
+
+    rows: torch.Tensor
+    prefix: torch.Tensor | None = None
+
+
+def pack_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> PackLogits:
+    """The logits of a collated batch: its rows', plus its prefix's where the pack trains prefix tokens."""
+    if trains_prefix(batch):
+        prefix, rows = prefix_and_row_logits(
+            model, batch["prefix_ids"], batch["input_ids"], batch["attention_mask"]
+        )
+        return PackLogits(rows, prefix)
+    return PackLogits(forward_logits(model, batch))
+
+
+def pack_token_logprobs(
+    logits: PackLogits, batch: dict[str, torch.Tensor], temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B, T] log-probs and entropies of the batch's tokens (`losses.sampled_token_logprobs`) at the positions
+    of its loss columns: the rows' ([B, S]), or for a pack that trains its prefix the whole sequences'
+    ([B, K + S]: the prefix's values, read from its own logits, in every row; the loss mask keeps the
+    owner's). Every row's position 0 holds 0, as it does unshared for the first token of a sequence; for a
+    suffix row that token K is trained in no member (`samples.shared_length`)."""
+    logprobs, entropy = sampled_token_logprobs(logits.rows, batch["input_ids"], temperature)
+    if logits.prefix is None:
+        return logprobs, entropy
+    head_logprobs, head_entropy = sampled_token_logprobs(logits.prefix, batch["prefix_ids"], temperature)
+    return along_columns(logprobs, head_logprobs), along_columns(entropy, head_entropy)
+
+
 def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[B, L, V] logits of a collated batch's rows (suffix rows for a shared-prefix pack)."""
+    """[B, L, V] logits of a collated batch's rows (suffix rows for a shared-prefix pack; a pack that trains
+    its prefix needs `pack_logits` for the prefix's)."""
     if "prefix_ids" in batch:
         return shared_prefix_logits(model, batch["prefix_ids"], batch["input_ids"], batch["attention_mask"])
     return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
@@ -76,7 +127,25 @@ def shared_prefix_logits(
 ) -> torch.Tensor:
     """[1, K] prefix ids, [G, S] suffix rows and their [G, S] padding mask -> [G, S, V] logits: row g's
     position j is the logit at position K + j of the full sequence prefix + row g, as a plain forward of it
-    would give (to float rounding).
+    would give (to float rounding). Only the prefix's last position is projected onto the vocabulary."""
+    return _prefix_then_rows(model, prefix_ids, input_ids, attention_mask, prefix_logits=False)[1]
+
+
+def prefix_and_row_logits(
+    model: torch.nn.Module, prefix_ids: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`shared_prefix_logits` plus the prefix's own [1, K, V] logits: (prefix logits, row logits)."""
+    return _prefix_then_rows(model, prefix_ids, input_ids, attention_mask, prefix_logits=True)
+
+
+def _prefix_then_rows(
+    model: torch.nn.Module,
+    prefix_ids: torch.Tensor,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    prefix_logits: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prefix's logits (every position's with `prefix_logits`, else the last one's) and the rows'.
 
     The prefix runs once, in the caller's grad mode: its keys and values stay in the autograd graph, so the
     backward pass of every row flows into the one prefix pass. Each micro batch gets a fresh cache, expanded
@@ -85,14 +154,15 @@ def shared_prefix_logits(
     rows, length = input_ids.shape
     shared = prefix_ids.shape[1]
     keyword = cache_keyword(model)
-    prefix = model(input_ids=prefix_ids, use_cache=True, **only_last_logits(model))
+    keep = {} if prefix_logits else only_last_logits(model)
+    prefix = model(input_ids=prefix_ids, use_cache=True, **keep)
     cache = DynamicCache()
     for layer, (keys, values) in enumerate(cache_tensors(getattr(prefix, keyword))):
         cache.update(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1), layer)
     mask = torch.cat([attention_mask.new_ones(rows, shared), attention_mask], dim=1)
     positions = torch.arange(shared, shared + length, device=input_ids.device).expand(rows, -1)
     suffix = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, **{keyword: cache})
-    return suffix.logits  # type: ignore[no-any-return]
+    return prefix.logits, suffix.logits
 
 
 def shared_prefix_unsupported(model: torch.nn.Module) -> str | None:

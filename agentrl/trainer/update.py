@@ -35,11 +35,17 @@ import torch
 from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ConfigError
 from agentrl.trainer.configs import Aggregation, LossConfig, OptimConfig, UpdateConfig
-from agentrl.trainer.losses import LOG_RATIO_CLAMP, aggregation_weight, policy_loss, sampled_token_logprobs
+from agentrl.trainer.losses import LOG_RATIO_CLAMP, aggregation_weight, policy_loss
 from agentrl.trainer.optim import clip_and_step
 from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
-from agentrl.trainer.samples import TrainSample, collate, to_sample_layout
-from agentrl.trainer.shared_prefix import collate_pack, forward_logits, local_packs, sharing_where_supported
+from agentrl.trainer.samples import TrainSample, collate, columns_start, to_sample_layout
+from agentrl.trainer.shared_prefix import (
+    collate_pack,
+    local_packs,
+    pack_logits,
+    pack_token_logprobs,
+    sharing_where_supported,
+)
 
 MicroBatchLoss = Callable[
     [torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, float], dict[str, float]]
@@ -134,8 +140,8 @@ def with_tis_weights(
         collated = collate_pack(samples, pack, pad_id)  # on the CPU, where `trainer` is brought
         batch = to_device(collated, device)
         with _autocast(update_cfg.autocast_bf16):
-            logits = forward_logits(model, batch)
-        trainer = sampled_token_logprobs(logits, batch["input_ids"], temperature)[0].cpu()
+            logits = pack_logits(model, batch)
+        trainer = pack_token_logprobs(logits, batch, temperature)[0].cpu()
         mask = collated["loss_mask"]
         log_ratio = (trainer - collated["old_logprobs"]).clamp(max=LOG_RATIO_CLAMP)
         weights = torch.exp(log_ratio).clamp(max=loss_cfg.tis_cap)
@@ -150,12 +156,13 @@ def with_tis_weights(
             weight=tokens,
         )
         weights = weights.cpu()
+        start = columns_start(collated)
         for row, index in enumerate(pack.indices):
             sample = samples[index]
-            row_weights = to_sample_layout(weights[row], sample, pack.shared)
+            row_weights = to_sample_layout(weights[row], sample, start)
             out[index] = dataclasses.replace(
                 sample,
-                old_logprobs=to_sample_layout(trainer[row], sample, pack.shared) * sample.loss_mask,
+                old_logprobs=to_sample_layout(trainer[row], sample, start) * sample.loss_mask,
                 advantages=sample.advantages * row_weights * sample.loss_mask,
             )
     return out, tally.means()
@@ -254,11 +261,11 @@ def _micro_batch_loss(
     """The micro batch's loss, its token-mean metrics, and its aggregated ones (kl, and entropy when it is
     the bonus: `aggregate`d as the loss is)."""
     with _autocast(update_cfg.autocast_bf16):
-        logits = forward_logits(model, batch)
+        logits = pack_logits(model, batch)
         ref_logprobs = _reference_logprobs(ref_model, batch, temperature) if ref_model is not None else None
     mask = batch["loss_mask"]
     # chunked: no fp32 copy of the [B, L, vocab] logits; the entropies carry a gradient only for the bonus
-    new_logprobs, entropy = sampled_token_logprobs(logits, batch["input_ids"], temperature)
+    new_logprobs, entropy = pack_token_logprobs(logits, batch, temperature)
     bonus = entropy if loss_cfg.entropy_coef > 0 else None
     loss, metrics = policy_loss(
         new_logprobs,
@@ -311,8 +318,7 @@ def effective_sample_size(weight_mean: float, weight_sq_mean: float) -> float:
 def _reference_logprobs(
     ref_model: torch.nn.Module, batch: dict[str, torch.Tensor], temperature: float
 ) -> torch.Tensor:
-    logits = forward_logits(ref_model, batch)
-    return sampled_token_logprobs(logits, batch["input_ids"], temperature)[0]
+    return pack_token_logprobs(pack_logits(ref_model, batch), batch, temperature)[0]
 
 
 def _autocast(enabled: bool) -> AbstractContextManager[Any]:

@@ -15,11 +15,28 @@ from agentrl.model_config import LoraSettings
 from agentrl.models import with_lora
 from agentrl.trainer import shared_prefix as shared_prefix_module
 from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
+from agentrl.trainer.losses import sampled_token_logprobs
 from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.parallel import SINGLE_PROCESS
-from agentrl.trainer.samples import TrainSample, collate, collate_shared, episode_to_sample, plan_packs
-from agentrl.trainer.shared_prefix import forward_logits, local_packs, shared_prefix_unsupported
-from agentrl.trainer.update import ppo_update, with_tis_weights
+from agentrl.trainer.samples import (
+    TrainSample,
+    collate,
+    collate_shared,
+    episode_to_sample,
+    plan_packs,
+    shared_length,
+    trains_prefix,
+)
+from agentrl.trainer.sft_update import nll_loss
+from agentrl.trainer.shared_prefix import (
+    collate_pack,
+    forward_logits,
+    local_packs,
+    pack_logits,
+    pack_token_logprobs,
+    shared_prefix_unsupported,
+)
+from agentrl.trainer.update import loss_step, ppo_update, with_tis_weights
 from agentrl.types import Action, Episode, Turn
 
 PAD_ID = 0
@@ -235,3 +252,124 @@ def test_models_it_is_not_made_for_run_unshared(caplog: pytest.LogCaptureFixture
             model, optimizer, scheduler, samples, PAD_ID, LossConfig(), UpdateConfig(min_shared_tokens=8)
         )
     assert "running every episode unshared" in caplog.text and "mystery" in caplog.text
+
+
+def branch_of(parent: Episode, other: Episode, branch_turn: int) -> Episode:
+    """A tree branch of `parent` at `branch_turn`: the parent's turns before it (copied), then `other`'s
+    turns from it on, the first of them prompted by the parent's observation (the forked state's)."""
+    first = dataclasses.replace(other.turns[branch_turn], prompt_ids=parent.turns[branch_turn].prompt_ids)
+    turns = (*parent.turns[:branch_turn], first, *other.turns[branch_turn + 1 :])
+    return dataclasses.replace(other, turns=turns, parent_id=parent.episode_id, branch_turn=branch_turn)
+
+
+def tree_samples(group: str, seed: int) -> list[TrainSample]:
+    """A nested tree of 5 turns, leaves depth first: the root R, A branched from R at turn 1, A1 from A at
+    turn 3, B from R at turn 1; every turn with its own advantage."""
+    prompt = torch.randint(1, VOCAB, (FIRST_PROMPT,), generator=torch.Generator().manual_seed(seed)).tolist()
+    root = episode(group, prompt, 0, 5)
+    a = branch_of(root, episode(group, prompt, 1, 5), 1)
+    a1 = branch_of(a, episode(group, prompt, 2, 5), 3)
+    b = branch_of(root, episode(group, prompt, 3, 5), 1)
+    leaves = [root, a, a1, b]
+    return [
+        episode_to_sample(leaf, [(-1.0) ** k * (0.5 + k + member) for k in range(5)], 500)
+        for member, leaf in enumerate(leaves)
+    ]
+
+
+def test_a_tree_pack_shares_the_prefix_up_to_its_branch_point() -> None:
+    samples = tree_samples("t", seed=4)
+    root, a, a1, b = samples
+    # R, A and B share R's turn 0 and turn 1's prompt: R trained turn 0, the branches hold its copy
+    first_completion = FIRST_PROMPT + 4
+    assert shared_length([root, a, b]) == first_completion + 3 - 1  # turn 1's prompt: 3 tokens
+    assert shared_length([a, a1]) > shared_length([root, a, a1, b])  # A1 shares A's turns 1-2 too
+    packs = plan_packs(samples, micro_batch_size=4, min_shared_tokens=8)
+    assert [pack.indices for pack in packs] == [(0, 1, 2, 3)]
+    assert trains_prefix(collate_shared(samples, packs[0].shared, PAD_ID))
+
+
+def test_tree_logprobs_equal_the_full_sequences() -> None:
+    model = tiny_model()
+    samples = tree_samples("t", seed=4)
+    shared = shared_length(samples)
+    batch = collate_shared(samples, shared, PAD_ID)
+    with torch.no_grad():
+        plain = collate(samples, PAD_ID)
+        full = model(input_ids=plain["input_ids"], attention_mask=plain["attention_mask"]).logits
+        expected, expected_entropy = sampled_token_logprobs(full, plain["input_ids"], 0.7)
+        logprobs, entropy = pack_token_logprobs(pack_logits(model, batch), batch, 0.7)
+    mask = plain["loss_mask"].bool()
+    assert torch.equal(batch["loss_mask"], plain["loss_mask"]) and bool(mask[0, :shared].any())
+    assert torch.allclose(logprobs[mask], expected[mask], atol=1e-5)
+    assert torch.allclose(entropy[mask], expected_entropy[mask], atol=1e-5)
+
+
+def tree_and_flat() -> list[TrainSample]:
+    return tree_samples("t", seed=4) + group_samples("a", seed=1) + tree_samples("uu", seed=5)
+
+
+@pytest.mark.parametrize(
+    ("loss", "micro_batch_size"),
+    [
+        (LossConfig(), 4),
+        (LossConfig(kl_coef=0.1, entropy_coef=0.01), 4),
+        (LossConfig(entropy_coef=0.01, aggregation="seq_mean_token_mean"), 2),
+        (LossConfig(kl_coef=0.1, aggregation="constant", constant_normaliser=16.0), 3),
+    ],
+)
+def test_the_shared_update_of_trees_equals_the_unshared_one(loss: LossConfig, micro_batch_size: int) -> None:
+    samples = tree_and_flat()
+    update = UpdateConfig(micro_batch_size=micro_batch_size, min_shared_tokens=8, mini_batches=2)
+    packs = local_packs(samples, update, SINGLE_PROCESS)
+    assert any(trains_prefix(collate_pack(samples, pack, PAD_ID)) for pack in packs if pack.shared)
+    plain = run(samples, dataclasses.replace(update, shared_prefix=False), loss)
+    assert_equal_updates(run(samples, update, loss), plain)
+
+
+def test_truncated_importance_weights_of_a_tree_are_those_of_the_unshared_pass() -> None:
+    model = tiny_model()
+    samples = tree_and_flat()
+    loss = LossConfig(tis_cap=1.02)
+    shared, shared_metrics = with_tis_weights(
+        model, samples, PAD_ID, loss, UpdateConfig(min_shared_tokens=8), 1.0
+    )
+    plain, plain_metrics = with_tis_weights(
+        model, samples, PAD_ID, loss, UpdateConfig(shared_prefix=False), 1.0
+    )
+    for with_prefix, without in zip(shared, plain, strict=True):
+        assert torch.allclose(with_prefix.old_logprobs, without.old_logprobs, atol=1e-5)
+        assert torch.allclose(with_prefix.advantages, without.advantages, atol=1e-5)
+    assert plain_metrics["tis_capped_frac"] > 0
+    for name, value in plain_metrics.items():
+        assert shared_metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+
+
+def test_sft_on_a_tree_equals_the_unshared_step() -> None:
+    samples = tree_and_flat()
+    results = []
+    for shared in (True, False):
+        model = tiny_model()
+        optimizer, scheduler = make_optimizer(model, OptimConfig(lr=0.0))
+        update = UpdateConfig(micro_batch_size=4, min_shared_tokens=8, shared_prefix=shared)
+        metrics = loss_step(model, optimizer, scheduler, samples, PAD_ID, update, nll_loss, grad_clip=0.0)
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        results.append((metrics, grads))
+    assert_equal_updates(results[0], results[1])
+
+
+def test_a_tree_pack_runs_its_prefix_once_with_its_logits(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, ...]] = []
+    original = shared_prefix_module.prefix_and_row_logits
+
+    def counted(
+        model: torch.nn.Module, prefix: torch.Tensor, *rest: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        logits = original(model, prefix, *rest)
+        calls.append(tuple(logits[0].shape[:2]))
+        return logits
+
+    monkeypatch.setattr(shared_prefix_module, "prefix_and_row_logits", counted)
+    samples = tree_samples("t", seed=4)
+    run(samples, UpdateConfig(micro_batch_size=4, min_shared_tokens=8))
+    assert calls == [(1, shared_length(samples))]

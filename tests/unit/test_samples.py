@@ -7,12 +7,16 @@ import torch
 
 from agentrl.trainer.samples import (
     TrainSample,
+    along_columns,
     collate,
     collate_shared,
+    column_ids,
+    columns_start,
     episode_to_sample,
     plan_packs,
     shared_length,
     to_sample_layout,
+    trains_prefix,
 )
 from agentrl.types import Action, Episode, Turn
 
@@ -105,3 +109,54 @@ def test_collate_shared_slices_every_column_at_the_prefix() -> None:
     assert to_sample_layout(batch["old_logprobs"][1], b, 3).tolist() == [0, 0, 0, 0, -0.5]
     with pytest.raises(ValueError, match="do not share"):
         collate_shared([a, sample([1, 2, 8, 4], [0, 0, 0, 1])], shared=3, pad_id=0)
+
+
+def test_a_tree_shares_its_prefix_past_the_turns_one_member_trained() -> None:
+    # prompt 1 2, the root's completion 3 4 (its branches hold copies, loss 0), the next prompt 5 6, then
+    # each member's own completion
+    root = sample([1, 2, 3, 4, 5, 6, 7], [0, 0, 1, 1, 0, 0, 1])
+    branch = sample([1, 2, 3, 4, 5, 6, 8, 9], [0, 0, 0, 0, 0, 0, 1, 1])
+    other = sample([1, 2, 3, 4, 5, 6, 9, 9], [0, 0, 0, 0, 0, 0, 1, 1])
+    assert shared_length([root, branch, other]) == 5  # token 5 starts every row, trained in none
+    assert shared_length([branch, other]) == 5
+    # a second member training a prefix token (two flat episodes that sampled the same first tokens) ends
+    # the prefix before it: one member's log-probs come from the prefix, never two
+    twin = sample([1, 2, 3, 4, 5, 6, 7], [0, 0, 1, 1, 0, 0, 1])
+    assert shared_length([root, twin]) == 1
+    # the owner is the member that trains the first trained token: another one's trained token ends it
+    late = sample([1, 2, 3, 4, 5, 6, 7], [0, 0, 0, 0, 0, 1, 0])
+    assert shared_length([root, late]) == 4
+
+
+def test_a_pack_that_trains_its_prefix_keeps_the_whole_sequences_loss_columns() -> None:
+    root = sample([1, 2, 3, 4, 5, 6, 7], [0, 0, 1, 1, 0, 0, 1])
+    branch = sample([1, 2, 3, 4, 5, 8], [0, 0, 0, 0, 0, 1])
+    batch = collate_shared([root, branch], shared=4, pad_id=0)
+    assert trains_prefix(batch) and columns_start(batch) == 0
+    assert batch["prefix_ids"].tolist() == [[1, 2, 3, 4]]
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [5, 8, 0]]
+    assert batch["loss_mask"].tolist() == [[0, 0, 1, 1, 0, 0, 1], [0, 0, 0, 0, 0, 1, 0]]
+    assert batch["advantages"].tolist() == [[0, 0, 2, 2, 0, 0, 2], [0, 0, 0, 0, 0, 2, 0]]
+    assert column_ids(batch).tolist() == [[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 8, 0]]
+    prefix_values = torch.tensor([[10.0, 11.0, 12.0, 13.0]])
+    assert along_columns(batch["attention_mask"].float(), prefix_values)[1].tolist() == [
+        10,
+        11,
+        12,
+        13,
+        1,
+        1,
+        0,
+    ]
+    assert to_sample_layout(batch["old_logprobs"][0], root, columns_start(batch)).tolist() == [
+        0,
+        0,
+        -0.5,
+        -0.5,
+        0,
+        0,
+        -0.5,
+    ]
+    flat = collate_shared([branch, sample([1, 2, 3, 4, 5, 9], [0, 0, 0, 0, 0, 1])], shared=4, pad_id=0)
+    assert not trains_prefix(flat) and columns_start(flat) == 4
+    assert along_columns(flat["loss_mask"], None).tolist() == [[0, 1], [0, 1]]
