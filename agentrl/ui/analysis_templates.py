@@ -53,7 +53,7 @@ HELDOUT = """{% extends "base.html" %}{% block title %}held-out per task{% endbl
 {% endblock %}
 """
 
-CREDIT = """<p class="meta credit" id="credit">credit: {% if credit.estimator %}<b class="estimator">{{ credit.estimator }}</b>{% for k, v in credit.options.items() %}
+CREDIT = """<p class="credit" id="credit">credit: {% if credit.estimator %}<b class="estimator">{{ credit.estimator }}</b>{% for k, v in credit.options.items() %}
 · {% if k in credit.given %}<b title="set by this run's credit.options">{{ k }}={{ v }}</b>{% else %}<span title="the estimator's default">{{ k }}={{ v }}</span>{% endif %}{% endfor %}
 <span class="zero">(bold: set by the run; the others are the estimator's defaults)</span>{% endif %}
 {% if credit.problem %}<span class="badge bad">{{ credit.problem }}</span>{% endif %}</p>
@@ -81,7 +81,7 @@ SAMPLER = """{% if sampler.draws %}<h2>Task sampler</h2>
 
 STYLE = """.change-gained td { background: #e3f4e6; } .change-lost td { background: #fbe3e1; }
 .anchor-sets { display: flex; flex-wrap: wrap; gap: 10px; } table.anchor-set { margin: .3em 0; font-size: 12.5px; }
-.credit b.estimator { font-size: 14px; } .no-signal { color: #b36b00; font-weight: 600; }
+.credit, .group-summary { font-size: 12.5px; color: #444; } .credit b.estimator { font-size: 14px; } .no-signal { color: #b36b00; font-weight: 600; }
 """
 
 TEMPLATES = {

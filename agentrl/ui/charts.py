@@ -18,7 +18,7 @@ from markupsafe import Markup
 from agentrl.ui.svg import Frame, line_chart
 
 Series = Mapping[str, Sequence[tuple[int, float]]]
-SMALL = Frame(width=320, height=170, left=48, right=12, top=12, bottom=42)
+SMALL = Frame(width=320, height=180, left=48, right=12, top=24, bottom=42)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from markupsafe import Markup, escape
 
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 LEGEND_ROW = 13  # pixels per legend row
-LEGEND_CHARS = 34  # a longer series name is cut in the legend (its full name is in the point titles)
+CHAR_WIDTH = 6.2  # pixels of one legend character at font-size 11, to cut names that would overlap
 
 Scale = Callable[[float], float]
 
@@ -34,7 +34,7 @@ class Frame:
     height: int = 180
     left: int = 48
     right: int = 14
-    top: int = 12
+    top: int = 24
     bottom: int = 42
 
 
@@ -77,7 +77,8 @@ def line_chart(
     """One line per non-empty series, x = step, y = value; a value card when every point is at one step;
     an explanatory text when all are empty."""
     present = {name: points for name, points in series.items() if points}
-    rows = max(1, math.ceil(len(present) / 2))
+    columns = 1 if len(present) < 2 else 2
+    rows = max(1, math.ceil(len(present) / columns))
     height = frame.height + LEGEND_ROW * (rows - 1)
     head = _head(frame.width, height, title, "chart")
     if not present:
@@ -97,15 +98,17 @@ def line_chart(
     def y(value: float) -> float:
         return frame.top + (1 - (value - y0) / (y1 - y0)) * plot_h
 
-    parts = [head, _y_axis(frame, y_ticks, y), _x_axis(frame, step_ticks(x0, x1), x)]
+    parts = [head, _title(title), _y_axis(frame, y_ticks, y), _x_axis(frame, step_ticks(x0, x1), x)]
+    column_width = (frame.width - 8) / columns
+    chars = max(8, int(column_width / CHAR_WIDTH) - 1)
     for number, (name, points) in enumerate(present.items()):
         colour = COLOURS[number % len(COLOURS)]
         parts.append(_line(name, points, colour, x, y))
-        column, row = number % 2, number // 2
-        label = name if len(name) <= LEGEND_CHARS else name[: LEGEND_CHARS - 1] + "…"
+        column, row = number % columns, number // columns
+        label = name if len(name) <= chars else name[: chars - 1] + "…"
         parts.append(
-            f'<text class="legend" x="{frame.left + 205 * column}" y="{frame.height - 4 + LEGEND_ROW * row}" '
-            f'fill="{colour}" font-size="11">{escape(label)}</text>'
+            f'<text class="legend" x="{8 + column_width * column:.0f}" '
+            f'y="{frame.height - 4 + LEGEND_ROW * row}" fill="{colour}" font-size="11">{escape(label)}</text>'
         )
     parts.append("</svg>")
     return Markup("".join(parts))
@@ -126,6 +129,11 @@ def value_card(series: Mapping[str, Sequence[tuple[int, float]]], title: str, wi
         )
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _title(title: str) -> str:
+    """The chart's name, visible above the plot (the `<title>` only shows on hover)."""
+    return f'<text x="8" y="14" font-size="12" font-weight="600">{escape(title)}</text>'
 
 
 def _head(width: int, height: int, title: str, css: str) -> str:
