@@ -87,7 +87,7 @@ def runs_page(store: Store, window: Window, best_metric: str) -> tuple[list[dict
     """One page of runs (default: newest first), each with "last_step" (the highest step with a metric)
     and "best" (the highest value of `best_metric`); and how many runs there are."""
     last_step, best = _last_step().label("last_step"), _best(best_metric).label("best")
-    sorts = {
+    sorts: dict[str, list[Any]] = {
         "created": [Run.created_at],
         "name": [Run.name],
         "task": [Run.task],
@@ -152,13 +152,13 @@ def step_table(
     def query(session: Session) -> tuple[list[dict[str, Any]], int]:
         rows = session.execute(_paged(grouped.order_by(*order, named["step"], named["split"]), window))
         total = session.scalar(select(func.count()).select_from(grouped.subquery()))
-        return [_step_row(row._mapping) for row in rows], int(total or 0)
+        return [_step_row(dict(row._mapping)) for row in rows], int(total or 0)
 
     return read(store, f"summarising the steps of run {run_id}", query)
 
 
-def _step_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(row)
+def _step_row(row: dict[str, Any]) -> dict[str, Any]:
+    out = row
     for key in ("mean_reward", "success_rate"):
         out[key] = float(out[key]) if out[key] is not None else 0.0
     return out
@@ -208,7 +208,7 @@ def step_groups(
     """One page of the step's task groups that hold an episode the filter keeps, each group's episodes
     all there (with turn stubs, see `turn_stubs`), in group order then id; and how many groups match.
     Group order: "order" (first recorded), "task" (task id) or "reward" (the group's mean reward)."""
-    sorts = {
+    sorts: dict[str, list[Any]] = {
         "order": [func.min(EpisodeRow.id)],
         "task": [func.min(EpisodeRow.task_id)],
         "reward": [func.avg(EpisodeRow.reward)],
