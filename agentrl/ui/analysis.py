@@ -21,6 +21,7 @@ from agentrl.errors import ConfigError, NotFound
 from agentrl.store import repository
 from agentrl.ui import charts, compare, credit_view, views
 
+SAMPLER_STEPS = 20  # the run page's task-sampler panel shows the draws of the last this many steps
 OPEN_ANCHOR_GROUPS = 4  # a step page with at most this many task groups shows their anchor groups unfolded
 
 
@@ -119,12 +120,16 @@ def episode_credit(run: Mapping[str, Any], episode: Mapping[str, Any]) -> dict[s
     return {"credit": settings, "used": credit_view.episode_return(episode, settings)}
 
 
-def sampler_panel(store: repository.Store, run_id: str) -> dict[str, Any]:
-    """The run's task draws and, per step, how many groups were drawn for each reason."""
+def sampler_panel(store: repository.Store, run_id: str, last: int = SAMPLER_STEPS) -> dict[str, Any]:
+    """The task draws of the run's `last` steps that drew tasks and, per step, how many groups were drawn
+    for each reason; "steps" counts every step with draws."""
     draws = repository.load_task_draws(store, run_id)
+    steps = sorted({int(draw["step"]) for draw in draws})
+    shown = set(steps[-last:])
+    draws = [draw for draw in draws if int(draw["step"]) in shown]
     reasons = sorted({str(draw["reason"]) for draw in draws})
     per_step: dict[int, dict[str, int]] = {}
     for draw in draws:
         counts = per_step.setdefault(int(draw["step"]), dict.fromkeys(reasons, 0))
         counts[str(draw["reason"])] += 1
-    return {"draws": draws, "reasons": reasons, "per_step": per_step}
+    return {"draws": draws, "reasons": reasons, "per_step": per_step, "steps": len(steps)}

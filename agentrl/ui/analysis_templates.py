@@ -68,7 +68,7 @@ ANCHORS = """{% if anchor_sets %}<details class="anchors"{{ " open" if open_anch
 """
 
 SAMPLER = """{% if sampler.draws %}<h2>Task sampler</h2>
-<p class="meta">Which tasks each training step played and why (<code>task_draws</code>): groups per reason and step.</p>
+<p class="meta">Which tasks each training step played and why (<code>task_draws</code>): groups per reason and step{% if sampler.steps > sampler.per_step|length %}, the last {{ sampler.per_step|length }} of {{ sampler.steps }} steps{% endif %}.</p>
 <table id="sampler-steps"><tr><th>step</th>{% for r in sampler.reasons %}<th>{{ r }}</th>{% endfor %}</tr>
 {% for step, counts in sampler.per_step.items() %}<tr><td>{{ step }}</td>{% for r in sampler.reasons %}<td class="num">{{ counts[r] }}</td>{% endfor %}</tr>{% endfor %}
 </table>
