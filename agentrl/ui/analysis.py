@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrl.errors import ConfigError, NotFound
-from agentrl.store import repository
-from agentrl.ui import charts, compare, credit_view, views
+from agentrl.store import pages, repository
+from agentrl.ui import charts, compare, credit_view, thinning, views
 
 SAMPLER_STEPS = 20  # the run page's task-sampler panel shows the draws of the last this many steps
 OPEN_ANCHOR_GROUPS = 4  # a step page with at most this many task groups shows their anchor groups unfolded
@@ -28,7 +28,7 @@ OPEN_ANCHOR_GROUPS = 4  # a step page with at most this many task groups shows t
 def find_run(store: repository.Store, ref: str) -> Mapping[str, Any]:
     """The run `ref` names (id, id prefix or name); NotFound otherwise."""
     try:
-        return views.find_run(repository.list_runs(store), ref)
+        return views.find_run(pages.find_runs(store, ref), ref)
     except ConfigError as exc:
         raise NotFound(str(exc)) from exc
 
@@ -44,7 +44,8 @@ def compare_context(store: repository.Store, refs: Sequence[str]) -> dict[str, A
     if not runs:
         raise NotFound("no runs chosen: tick two or more runs on the runs list, then 'compare'")
     series = [
-        (run_label(run), views.metric_series(repository.load_metrics(store, run["id"]))) for run in runs
+        (run_label(run), thinning.thin_series(views.metric_series(repository.load_metrics(store, run["id"]))))
+        for run in runs
     ]
     return {
         "runs": [
