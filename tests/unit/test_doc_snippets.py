@@ -19,6 +19,7 @@ file that exists and `python -m MODULE` a module that imports; `make TARGET` a t
 `pytest PATH` tests that exist; `ray` an installed Ray; a plugin install is the one install line
 (`agentrl.devtools.scaffold.INSTALL`). Any other command fails the test until it is added here. The one
 install line is also the one in `agentrl envs new`'s printout and in the README a new plugin gets.
+README.md's commands are run, in order, by tests/smoke/test_walkthrough.py.
 """
 
 from __future__ import annotations
