@@ -1,22 +1,34 @@
 """The trajectory viewer: a FastAPI app serving server-rendered pages over one run store.
 
     /                                    runs: status, last step, best held-out success
-    /runs/{run}                          reward and success curves (inline SVG), steps, metrics, config
+    /runs/{run}                          every metric charted (inline SVG small multiples), the estimator
+                                         and its effective options, steps, metrics, task sampler, config
     /runs/{run}/steps/{step}?split=&show= a step's episodes grouped by task group; show = all | failed |
                                          infra | invalid; a tree rollout's group also drawn as its tree
-                                         (`tree.py`: branch points, siblings side by side)
+                                         (`tree.py`: branch points, siblings side by side); an evaluation
+                                         step as one table (task, outcome, reward, turns)
     /runs/{run}/episodes/{id}            one episode as a chat: assistant text, tool calls, observations,
                                          per-turn reward and advantage coloured by sign, state keys, anchor
                                          group (count and links), invalid flag, infrastructure error
+    /runs/{run}/search, /export.jsonl    search by task id or text, streamed export (`search.py`)
+    /compare?run=A&run=B                 several runs: metrics overlaid, key config, config diff
+    /heldout?run_a=&step_a=&run_b=&step_b= one held-out evaluation against another, task by task
     /healthz                             "ok"
+
+Every listing takes `?page=&limit=` (`paging.py`); the runs, steps, evaluation and search tables also
+`?sort=COLUMN&order=asc|desc`; an episode's turns page with `?turn=FIRST&turns=N`. The run and step
+pages of a run with no end time reload themselves every REFRESH_S seconds.
 
 What this is: thin handlers that read the store (`repository`), shape the data with the pure functions of
 `views.py` and render `templates.py`; every value is HTML-escaped by Jinja2's autoescaping. Serve it with
 `agentrl ui` (127.0.0.1 only).
 
-What this is not: a writer, or fast on huge runs: each page reads the whole run's episodes through
-`load_episodes` (the store has no per-step reader yet). Nothing the store lacks is invented: the page says
-what is missing (task prompt, first observation, sandbox exec log).
+Each page reads only what it shows, in SQL (`agentrl.store.pages`: a page of runs, the per-step table
+aggregated by the database, one step's groups, one episode and its task group's turn stubs);
+bench/viewer.py measures the page times on a store of 100k episodes and 1M turns.
+
+What this is not: a writer. Nothing the store lacks is invented: the page says what is missing (task
+prompt, first observation, sandbox exec log).
 """
 
 from __future__ import annotations
@@ -24,27 +36,32 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, StreamingResponse
 from markupsafe import Markup, escape
 from sqlalchemy.engine import make_url
 
 from agentrl.agent.parsing import parse_turn
 from agentrl.errors import ConfigError, NotFound
-from agentrl.store import repository
-from agentrl.ui import views
-from agentrl.ui.svg import line_chart
+from agentrl.store import pages, repository
+from agentrl.ui import analysis, charts, compare, credit_view, finish, paging, search, thinning, views
+from agentrl.ui.paging import Pager, Sorter
 from agentrl.ui.templates import environment
 from agentrl.ui.tree import group_tree
 
-CHARTS = (
-    ("reward", ("reward_mean", "eval/mean_reward")),
-    ("success", ("success_rate", "eval/success_rate")),
-    ("anchor hit rate", ("credit/anchor_hit_rate",)),
-)
+RUNS_PER_PAGE = 50
+STEPS_PER_PAGE = 100  # rows of the run page's step table
+GROUPS_PER_PAGE = 8  # task groups of a training step (a group's rows, anchors and tree are long)
+EPISODES_PER_PAGE = 100  # rows of an evaluation step's table and of a task search
+TURNS_PER_PAGE = 50  # of one episode
+HITS_PER_PAGE = 50  # turns found by a text search
+REFRESH_S = 15  # a running run's pages reload this often
+RUNS_WINDOW = pages.Window(RUNS_PER_PAGE, sort="created", descending=True)
+STEPS_WINDOW = pages.Window(STEPS_PER_PAGE)
+TURNS_WINDOW = pages.Window(TURNS_PER_PAGE)
 FILTER_LABELS = {
     "all": "all",
     "failed": "failed episodes",
@@ -53,10 +70,15 @@ FILTER_LABELS = {
 }
 
 
+PageNumber = Annotated[int, Query(alias="page")]  # `page` is taken by the handlers' render helper
+
+
 def create_app(url: str | None = None) -> FastAPI:
     """The viewer app over the store at `url` (default: $AGENTRL_DB_URL, else sqlite:///runs/agentrl.db)."""
     templates = environment()
     templates.globals.update(signed=signed, sign=sign)
+    store_url = make_url(repository.resolve_url(url)).render_as_string(hide_password=True)
+    templates.globals.update(store_url=store_url)  # for the `agentrl runs export` line
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -78,22 +100,68 @@ def create_app(url: str | None = None) -> FastAPI:
         return "ok"
 
     @app.get("/", response_class=HTMLResponse)
-    def runs_page(request: Request) -> HTMLResponse:
-        return page("runs.html", runs_context(request.app.state.store))
+    def runs_page(
+        request: Request, number: PageNumber = 1, limit: int = RUNS_PER_PAGE,
+        sort: str = "created", order: str = "",
+    ) -> HTMLResponse:  # fmt: skip
+        window = paging.window(number, limit, sort, order or ("desc" if sort == "created" else "asc"))
+        return page("runs.html", runs_context(request.app.state.store, window))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse)
-    def run_page(request: Request, run_id: str) -> HTMLResponse:
-        return page("run.html", run_context(request.app.state.store, run_id))
+    def run_page(
+        request: Request, run_id: str, number: PageNumber = 1, limit: int = STEPS_PER_PAGE,
+        sort: str = "step", order: str = "asc",
+    ) -> HTMLResponse:  # fmt: skip
+        window = paging.window(number, limit, sort, order)
+        return page("run.html", run_context(request.app.state.store, run_id, window))
 
     @app.get("/runs/{run_id}/steps/{step}", response_class=HTMLResponse)
     def step_page(
-        request: Request, run_id: str, step: int, split: str = "train", show: str = "all"
+        request: Request, run_id: str, step: int, split: str = "train", show: str = "all",
+        number: PageNumber = 1, limit: int | None = None, sort: str = "", order: str = "asc",
+    ) -> HTMLResponse:  # fmt: skip
+        size = limit or (EPISODES_PER_PAGE if split == "eval" else GROUPS_PER_PAGE)
+        window = paging.window(number, size, sort, order)
+        return page("step.html", step_context(request.app.state.store, run_id, step, split, show, window))
+
+    @app.get("/runs/{run_id}/search", response_class=HTMLResponse)
+    def search_page(
+        request: Request, run_id: str, task: str = "", q: str = "",
+        number: PageNumber = 1, limit: int | None = None, sort: str = "", order: str = "asc",
+    ) -> HTMLResponse:  # fmt: skip
+        store, task = request.app.state.store, task.strip()
+        window = paging.window(number, limit or (EPISODES_PER_PAGE if task else HITS_PER_PAGE), sort, order)
+        return page("search.html", search.search_context(store, find_run(store, run_id), task, q, window))
+
+    @app.get("/runs/{run_id}/export.jsonl")
+    def export_jsonl(request: Request, run_id: str) -> StreamingResponse:
+        store = request.app.state.store
+        run = find_run(store, run_id)
+        disposition = {"Content-Disposition": f'attachment; filename="{run["id"]}.jsonl"'}
+        lines = search.export_lines(store, run["id"])
+        return StreamingResponse(lines, media_type="application/x-ndjson", headers=disposition)
+
+    @app.get("/compare", response_class=HTMLResponse)
+    def compare_page(request: Request, run: Annotated[list[str] | None, Query()] = None) -> HTMLResponse:
+        return page("compare.html", analysis.compare_context(request.app.state.store, run or []))
+
+    @app.get("/heldout", response_class=HTMLResponse)
+    def heldout_page(
+        request: Request,
+        run_a: str,
+        step_a: int | None = None,
+        run_b: str | None = None,
+        step_b: int | None = None,
     ) -> HTMLResponse:
-        return page("step.html", step_context(request.app.state.store, run_id, step, split, show))
+        store = request.app.state.store
+        return page("heldout.html", analysis.heldout_context(store, run_a, step_a, run_b, step_b))
 
     @app.get("/runs/{run_id}/episodes/{episode_id}", response_class=HTMLResponse)
-    def episode_page(request: Request, run_id: str, episode_id: int) -> HTMLResponse:
-        return page("episode.html", episode_context(request.app.state.store, run_id, episode_id))
+    def episode_page(
+        request: Request, run_id: str, episode_id: int, number: PageNumber = 1, limit: int = TURNS_PER_PAGE
+    ) -> HTMLResponse:
+        window = paging.window(number, limit)
+        return page("episode.html", episode_context(request.app.state.store, run_id, episode_id, window))
 
     return app
 
@@ -101,77 +169,134 @@ def create_app(url: str | None = None) -> FastAPI:
 # --- page data (plain functions over the store's readers) --------------------------------------------
 
 
-def runs_context(store: repository.Store) -> dict[str, Any]:
-    rows = []
-    for run in repository.list_runs(store):
-        metrics = repository.load_metrics(store, run["id"])
-        rows.append(
-            {
-                **run,
-                "steps": views.last_step(metrics),
-                "best": views.best_value(views.metric_series(metrics)),
-                "created": run["created_at"].strftime("%Y-%m-%d %H:%M"),
-            }
-        )
-    return {"runs": rows, "store_url": make_url(store.url).render_as_string(hide_password=True)}
+def order_params(window: pages.Window) -> dict[str, str]:
+    """The query parameters that keep a window's sort on the other pages of a listing."""
+    return {"sort": window.sort, "order": "desc" if window.descending else "asc"}
+
+
+def runs_context(store: repository.Store, window: pages.Window = RUNS_WINDOW) -> dict[str, Any]:
+    runs, total = pages.runs_page(store, window, views.HELD_OUT_SUCCESS)
+    rows = [
+        {
+            **run,
+            "steps": run["last_step"],
+            **compare.key_columns(run["config"]),
+            "created": run["created_at"].strftime("%Y-%m-%d %H:%M"),
+        }
+        for run in runs
+    ]
+    return {
+        "runs": rows,
+        "pager": Pager("/", window, total, "runs", order_params(window)),
+        "sorter": Sorter("/", window.sort or "created", window.descending),
+        "refresh_s": REFRESH_S if any(row["finished_at"] is None for row in rows) else None,
+        "store_url": make_url(store.url).render_as_string(hide_password=True),
+        "eval_temperatures": sorted(
+            {str(row["eval_temperature"]) for row in rows if row["best"] is not None}
+        ),
+    }
 
 
 def find_run(store: repository.Store, run_id: str) -> Mapping[str, Any]:
     try:
-        return views.find_run(repository.list_runs(store), run_id)
+        return views.find_run(pages.find_runs(store, run_id), run_id)
     except ConfigError as exc:
         raise NotFound(str(exc)) from exc
 
 
-def run_context(store: repository.Store, run_id: str) -> dict[str, Any]:
+def refresh_seconds(run: Mapping[str, Any]) -> int | None:
+    """How often a run's pages reload themselves: every REFRESH_S while it has no end time, else never."""
+    return REFRESH_S if run["finished_at"] is None else None
+
+
+def run_context(store: repository.Store, run_id: str, window: pages.Window = STEPS_WINDOW) -> dict[str, Any]:
     run = find_run(store, run_id)
+    steps, total = pages.step_table(store, run["id"], window)
+    path = f"/runs/{run['id']}"
     series = views.metric_series(repository.load_metrics(store, run["id"]))
-    charts = [line_chart({name: series.get(name, []) for name in names}, title) for title, names in CHARTS]
     return {
         "run": run,
-        "charts": charts,
-        "steps": views.step_summaries(repository.load_episodes(store, run["id"])),
+        "charts": charts.run_charts(thinning.thin_series(series)),  # a long run: its extremes per bucket
+        "credit": credit_view.credit_settings(run["config"]),
+        "eval_temperature": compare.eval_temperature(run["config"]),
+        "sampler": analysis.sampler_panel(store, run["id"]),
+        "steps": [views.StepSummary(**row) for row in steps],
+        "pager": Pager(path, window, total, "step rows", order_params(window)),
+        "sorter": Sorter(path, window.sort or "step", window.descending),
+        "refresh_s": refresh_seconds(run),
         "metrics": views.summarise_metrics(series),
         "config": yaml.safe_dump(run["config"], sort_keys=False),
     }
 
 
-def step_context(store: repository.Store, run_id: str, step: int, split: str, show: str) -> dict[str, Any]:
+def step_context(
+    store: repository.Store, run_id: str, step: int, split: str, show: str, window: pages.Window | None = None
+) -> dict[str, Any]:
+    """A training step as one page of its task groups (whole, with turn stubs: no text); an evaluation
+    step as one page of a table of its episodes (no turns)."""
     run = find_run(store, run_id)
     if show not in views.FILTERS:
         raise NotFound(f"unknown filter {show!r}; use one of {', '.join(views.FILTERS)}")
-    episodes = [
-        e for e in repository.load_episodes(store, run["id"]) if e["step"] == step and e["split"] == split
-    ]
-    if not episodes:
+    counts = pages.step_counts(store, run["id"], step, split)
+    if not counts["all"]:
         raise NotFound(f"run {run['name']} has no {split} episodes at step {step}")
-    kept = [{**e, "invalid": views.invalid_turns(e)} for e in episodes if views.keep(e, show)]
-    groups = views.group_by_task(kept)
-    whole = views.group_by_task(episodes)  # a tree is drawn whole, whatever the filter keeps
-    return {
+    path, kept_params = f"/runs/{run['id']}/steps/{step}", {"split": split, "show": show}
+    common = {
         "run": run,
         "step": step,
         "split": split,
         "show": show,
         "filters": list(FILTER_LABELS.items()),
+        "counts": counts,
+        "shown": counts[show],
+        "total": counts["all"],
+    }
+    if split == "eval":
+        window = window or pages.Window(EPISODES_PER_PAGE)
+        rows, total = pages.step_episodes(store, run["id"], step, split, show, window)
+        return {
+            **common,
+            "eval_rows": rows,
+            "groups": {},
+            "trees": {},
+            **analysis.step_credit(run, {}),
+            "pager": Pager(path, window, total, "episodes", {**kept_params, **order_params(window)}),
+            "sorter": Sorter(path, window.sort or "id", window.descending, kept_params),
+        }
+    window = window or pages.Window(GROUPS_PER_PAGE)
+    episodes, total = pages.step_groups(store, run["id"], step, split, show, window)
+    kept = [{**e, "invalid": e["invalid_turns"]} for e in episodes if views.keep(e, show)]
+    groups = views.group_by_task(kept)
+    whole = views.group_by_task(episodes)  # a tree is drawn whole, whatever the filter keeps
+    return {
+        **common,
+        "eval_rows": None,
         "groups": groups,
         "trees": {group_id: group_tree(whole[group_id]) for group_id in groups},
-        "shown": len(kept),
-        "total": len(episodes),
+        **analysis.step_credit(run, {group_id: whole[group_id] for group_id in groups}),
+        "pager": Pager(path, window, total, "task groups", {**kept_params, **order_params(window)}),
+        "sorter": Sorter(path, window.sort or "order", window.descending, kept_params),
     }
 
 
-def episode_context(store: repository.Store, run_id: str, episode_id: int) -> dict[str, Any]:
+def episode_context(
+    store: repository.Store, run_id: str, episode_id: int, window: pages.Window = TURNS_WINDOW
+) -> dict[str, Any]:
+    """One page of an episode's turns in full; its task group's turn stubs (every turn: index, reward,
+    advantage, state key, invalid) for the anchor groups and the credit, which need all turns."""
     run = find_run(store, run_id)
-    episodes = repository.load_episodes(store, run["id"])
-    episode = next((e for e in episodes if e["id"] == episode_id), None)
+    episode = pages.load_episode(store, run["id"], episode_id, window.offset, window.limit)
     if episode is None:
         raise NotFound(f"run {run['name']} has no episode {episode_id}")
-    same_step = [e for e in episodes if e["step"] == episode["step"] and e["split"] == episode["split"]]
+    group = pages.group_stubs(store, episode)  # anchor groups never leave the task group
+    whole = next(e for e in group if e["id"] == episode["id"])  # the episode with every turn's stub
     return {
         "run": run,
         "e": episode,
-        "anchors": turn_anchors(episode, views.anchor_groups(same_step)),
+        "anchors": turn_anchors(whole, views.anchor_groups(group)),
+        "pager": Pager(f"/runs/{run['id']}/episodes/{episode['id']}", window, episode["num_turns"], "turns"),
+        **analysis.episode_credit(run, whole),
+        "finishes": finish.turn_finishes(run["config"], episode["turns"]),
         "calls": {turn["index"]: tool_calls(turn["text"]) for turn in episode["turns"]},
     }
 
