@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 Point = tuple[int, float]
-MAX_CHART_POINTS = 240  # per series; a chart is about 460 pixels wide
+MAX_CHART_POINTS = 120  # per series: a point every 4 pixels or so of a 460-pixel chart
 
 
 def thin(points: Sequence[Point], max_points: int = MAX_CHART_POINTS) -> list[Point]:
