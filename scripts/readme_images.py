@@ -1,4 +1,5 @@
-"""Regenerate the README's pictures from a real run: docs/img/plot.png and docs/img/viewer.png.
+"""Regenerate the pictures of docs/features.md ("Looking at runs") from a real run: docs/img/plot.png and
+docs/img/viewer.png.
 
     .venv/bin/python scripts/readme_images.py --db sqlite:///runs/agentrl.db --run demo-seed0
 
