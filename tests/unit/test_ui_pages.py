@@ -37,7 +37,8 @@ def test_runs_and_run_page(client: tuple[TestClient, str]) -> None:
     assert runs.status_code == 200
     assert f'href="/runs/{run_id}"' in runs.text and "sample-calc" in runs.text and "1.000" in runs.text
     run = http.get(f"/runs/{run_id}").text
-    assert run.count("<svg") == 3 and "reward_mean" in run and "eval/success_rate" in run
+    assert run.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart"') == 10  # every metric charted
+    assert "reward_mean" in run and "eval/success_rate" in run
     assert f'href="/runs/{run_id}/steps/1?split=train"' in run
     assert f'href="/runs/{run_id}/steps/0?split=eval"' in run
     assert "estimator: gigpo" in run  # the config
