@@ -16,8 +16,9 @@
     /healthz                             "ok"
 
 Every listing takes `?page=&limit=` (`paging.py`); the runs, steps, evaluation and search tables also
-`?sort=COLUMN&order=asc|desc`; an episode's turns page with `?turn=FIRST&turns=N`. The run and step
-pages of a run with no end time reload themselves every REFRESH_S seconds.
+`?sort=COLUMN&order=asc|desc` (a training step's groups: order, task or reward); an episode pages its
+turns. The run page of a run with no end time, and the runs list while a run on it has none, reload
+themselves every REFRESH_S seconds.
 
 What this is: thin handlers that read the store (`repository`), shape the data with the pure functions of
 `views.py` and render `templates.py`; every value is HTML-escaped by Jinja2's autoescaping. Serve it with
