@@ -166,7 +166,7 @@ def test_postgres_upgrade_record_and_read_back(postgres_url: str) -> None:
         assert (run["id"], run["status"], run["config"]["credit"]) == (
             run_id,
             "finished",
-            {"estimator": "gigpo"},
+            {"estimator": "gigpo", "options": {}},
         )
         episodes = load_episodes(store, run_id)
         infra = [episode for episode in episodes if episode["stop_reason"] == "infra_error"]
