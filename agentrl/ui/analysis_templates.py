@@ -60,9 +60,9 @@ CREDIT = """<p class="credit" id="credit">credit: {% if credit.estimator %}<b cl
 """
 
 ANCHORS = """{% if anchor_sets %}<details class="anchors"{{ " open" if open_anchors else "" }}><summary>{{ anchor_sets|length }} anchor group(s): turns of this task group taken in the same state{% if credit.estimator and credit.estimator not in ("gigpo", "hgpo", "salt") %} ({{ credit.estimator }} does not use them){% endif %}</summary>
-<div class="anchor-sets">{% for key, members in anchor_sets %}<table class="anchor-set"><tr><th colspan="4">state <code>{{ key[:60] }}</code></th></tr>
-<tr><th>turn</th><th>tool</th><th>{{ "R_t (γ=%s)"|format(credit.gamma) if credit.gamma is not none else "return" }}</th><th>advantage</th></tr>
-{% for m in members %}<tr><td><a href="/runs/{{ run.id }}/episodes/{{ m.episode }}#turn-{{ m.turn }}">{{ m.uid }} · {{ m.turn }}</a></td><td>{{ m.tool or "-" }}</td>
+<div class="anchor-sets">{% for key, members in anchor_sets %}<table class="anchor-set"><tr><th colspan="3">state <code>{{ key[:60] }}</code></th></tr>
+<tr><th>turn</th><th>{{ "R_t (γ=%s)"|format(credit.gamma) if credit.gamma is not none else "return" }}</th><th>advantage</th></tr>
+{% for m in members %}<tr><td><a href="/runs/{{ run.id }}/episodes/{{ m.episode }}#turn-{{ m.turn }}">{{ m.uid }} · {{ m.turn }}</a>{% if m.invalid %} <span class="badge bad">invalid</span>{% endif %}</td>
 <td class="num">{{ "%+.3f"|format(m.step_return) if m.step_return is not none else "-" }}</td><td class="num">{{ signed(m.advantage) }}</td></tr>{% endfor %}
 </table>{% endfor %}</div></details>{% endif %}
 """

@@ -86,12 +86,13 @@ class GroupSummary:
 
 @dataclass(frozen=True)
 class AnchorMember:
-    """One turn of an anchor group: its episode (row id and uid), turn index, tool, step return, advantage."""
+    """One turn of an anchor group: its episode (row id and uid), turn index, whether it was invalid (so
+    penalised), its step return and its stored advantage."""
 
     episode: int
     uid: str
     turn: int
-    tool: str | None
+    invalid: bool
     step_return: float | None
     advantage: float | None
 
@@ -196,5 +197,5 @@ def _member(
         step_return = used.used if used.turn_returns is None else used.turn_returns[turn]
     row = episode["turns"][turn]
     return AnchorMember(
-        int(episode["id"]), str(episode["uid"]), turn, row.get("tool_name"), step_return, row["advantage"]
+        int(episode["id"]), str(episode["uid"]), turn, bool(row["invalid"]), step_return, row["advantage"]
     )
