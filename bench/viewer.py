@@ -1,7 +1,7 @@
 """Benchmark: the viewer's page times on a large generated store; writes ONE JSON object.
 
     .venv/bin/python bench/viewer.py            # 100,000 episodes, 1,000,000 turns (a few minutes to build)
-    .venv/bin/python bench/viewer.py --quick    # 2,000 episodes (a smoke run: seconds)
+    .venv/bin/python bench/viewer.py --quick    # 2,000 episodes (a smoke run: seconds), viewer_quick.json
     .venv/bin/python bench/viewer.py --store /tmp/viewer.db   # keep (or reuse) the generated store
 
 The store: one SQLite file made by `open_store` (so at the newest migration, with its indexes), filled
@@ -291,14 +291,15 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=40, help="timed rounds (each requests every page)")
     parser.add_argument("--store", type=Path, help="SQLite file to build, or reuse when it exists")
-    parser.add_argument("--out", type=Path, default=RESULTS / "viewer.json")
+    parser.add_argument("--out", type=Path, help="default: bench/results/viewer.json (or viewer_quick.json)")
     args = parser.parse_args()
     episodes, repeats = (2_000, 5) if args.quick else (args.episodes, args.repeats)
     with tempfile.TemporaryDirectory(prefix="viewer-bench-") as scratch:
         result = run_bench(args.store or Path(scratch) / "viewer.db", episodes, repeats)
     result["command"] = " ".join(["bench/viewer.py", *sys.argv[1:]])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    out = args.out or RESULTS / ("viewer_quick.json" if args.quick else "viewer.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
     return 0
 
