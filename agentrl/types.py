@@ -89,6 +89,8 @@ class Turn:
                          external harness (`agentrl/harness`) that rewrites its history starts a new one: the
                          turn's `prompt_ids` are then its whole prompt, and each segment is its own sample
                          (`agentrl.trainer.samples.episode_to_samples`)
+    finish_reason:       why the engine ended the completion: "stop" (the end-of-turn token or a stop
+                         string) or "length" (`max_new_tokens` reached); None where not known (demonstrations)
     """
 
     index: int
@@ -106,6 +108,7 @@ class Turn:
     info: Mapping[str, Any] = field(default_factory=dict)
     answer_prob: float | None = None
     segment: int = 0
+    finish_reason: str | None = None
 
     @property
     def num_tokens(self) -> int:

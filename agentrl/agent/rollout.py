@@ -170,6 +170,7 @@ async def take_turn(
             terminated=bool(result.terminated),
             truncated=bool(result.truncated),
             info=info,
+            finish_reason=completion.finish_reason,
         )
     )
 

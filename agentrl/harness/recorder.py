@@ -325,6 +325,7 @@ class EpisodeRecorder:
                     truncated=any(s.result.truncated for s in steps),
                     info=info,
                     segment=call.segment,
+                    finish_reason=call.completion.finish_reason,
                 )
             )
         return turns

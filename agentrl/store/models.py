@@ -5,7 +5,8 @@ not stored (only counts); the store is for inspecting runs, not for replaying tr
 `task_draws` holds one row per group a training step played: which task, why it was drawn or dropped, and
 (adaptive sampler) the task's Beta posterior at the draw; the adaptive sampler's posterior is rebuilt from
 these rows on resume. A tree rollout's branch (`Episode.parent_id` / `branch_turn`) keeps its parent's uid
-and the turn it branched at, so a group can be drawn as its tree. `EpisodeRow.invalid_turns` repeats the count
+and the turn it branched at, so a group can be drawn as its tree. Each turn keeps the engine's finish reason
+("stop" or "length"; NULL in rows stored before revision 0006). `EpisodeRow.invalid_turns` repeats the count
 of its invalid turns so that the viewer's per-step table reads episodes (through one covering index) and
 never the turns.
 
@@ -102,6 +103,7 @@ class TurnRow(Base):
     invalid: Mapped[bool]
     tool_name: Mapped[str | None] = mapped_column(String(200))
     info: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the env's step info (e.g. exec results)
+    finish_reason: Mapped[str | None] = mapped_column(String(10))  # the engine's: "stop" or "length"
 
 
 class MetricRow(Base):

@@ -219,6 +219,7 @@ def _turn_row(turn: Turn, advantage: float | None) -> TurnRow:
         invalid=turn.invalid,
         tool_name=calls[0].name if calls else None,
         info=json_info(turn.info),
+        finish_reason=turn.finish_reason,
     )
 
 
@@ -390,6 +391,7 @@ def turn_dict(row: TurnRow) -> dict[str, Any]:
         "invalid",
         "tool_name",
         "info",
+        "finish_reason",
     )
     return {column: getattr(row, column) for column in columns}
 

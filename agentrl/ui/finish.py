@@ -1,23 +1,34 @@
-"""Why a turn's completion ended, inferred from what the store keeps: the viewer's finish-reason label.
+"""Why a turn's completion ended, for the viewer: the engine's record where the store has it, else inferred.
 
-What this is: `finish_reason(text, completion_tokens, sampling)`. The engine knows each completion's
-finish reason ("stop": end of turn or a stop string; "length": `max_new_tokens` reached), but the store
-does not keep it; it keeps the completion's text and token count, and the run's saved config keeps the
-sampling parameters. From those: a completion of `max_new_tokens` tokens hit the length limit; one whose
-text ends with a stop string stopped there; any other ended with the end-of-turn token. A turn marked
+What this is: `turn_finishes(config, turns)`, one `Finish` per turn. Since store revision 0006 each turn
+keeps the engine's finish reason ("stop": the end-of-turn token or a stop string; "length":
+`max_new_tokens` reached); a "stop" is told apart as a stop string when the text ends with one, else the
+end of turn. Turns stored before then have none, and the reason is inferred from what is stored: a
+completion of `max_new_tokens` tokens (from the run's saved sampling config) hit the length limit; one
+whose text ends with a stop string stopped there; any other ended with the end-of-turn token. A turn marked
 invalid for a missing `</tool_call>` that hit the length limit is thereby explained.
 
-What this is not: the engine's own record. It is an inference and the page labels it so: a completion
-that ended with the end-of-turn token exactly at the budget reads as "length", and a harness's turns (their
-own sampling settings) may not follow the run's config.
+What this is not: exact where inferred, and the page says which it is: a completion that ended with the
+end-of-turn token exactly at the budget reads as "length", and a harness's turns (their own sampling
+settings) may not follow the run's config.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentrl.agent.engines.base import SamplingParams
+
+
+@dataclass(frozen=True)
+class Finish:
+    """A turn's finish reason ("length", "stop string <s>" or "end of turn") and whether the engine
+    recorded it (`stored`) or the viewer inferred it."""
+
+    reason: str
+    stored: bool
 
 
 def sampling_of(config: Mapping[str, Any]) -> tuple[int, tuple[str, ...]]:
@@ -29,10 +40,8 @@ def sampling_of(config: Mapping[str, Any]) -> tuple[int, tuple[str, ...]]:
     return budget, tuple(str(stop) for stop in (stops or ()))
 
 
-def finish_reason(text: str, completion_tokens: int, max_new_tokens: int, stops: Sequence[str]) -> str:
-    """ "length", "stop string <s>" or "end of turn" (see the module docstring)."""
-    if completion_tokens >= max_new_tokens:
-        return "length"
+def stopped_by(text: str, stops: Sequence[str]) -> str:
+    """ "stop string <s>" when the text ends with stop string s, else "end of turn"."""
     ending = text.rstrip()
     for stop in stops:
         if stop and ending.endswith(stop):
@@ -40,11 +49,26 @@ def finish_reason(text: str, completion_tokens: int, max_new_tokens: int, stops:
     return "end of turn"
 
 
-def turn_finishes(config: Mapping[str, Any], turns: Sequence[Mapping[str, Any]]) -> dict[int, str]:
-    """Per turn index, the inferred finish reason of turns that carry their text and token count."""
+def finish_reason(
+    text: str, completion_tokens: int, max_new_tokens: int, stops: Sequence[str], engine: str | None = None
+) -> Finish:
+    """The engine's reason (`engine`: "stop" or "length") refined by the text, else the inferred one."""
+    if engine == "length":
+        return Finish("length", True)
+    if engine == "stop":
+        return Finish(stopped_by(text, stops), True)
+    if completion_tokens >= max_new_tokens:
+        return Finish("length", False)
+    return Finish(stopped_by(text, stops), False)
+
+
+def turn_finishes(config: Mapping[str, Any], turns: Sequence[Mapping[str, Any]]) -> dict[int, Finish]:
+    """Per turn index, the finish of turns that carry their text and token count."""
     budget, stops = sampling_of(config)
     return {
-        int(turn["index"]): finish_reason(str(turn["text"]), int(turn["completion_tokens"]), budget, stops)
+        int(turn["index"]): finish_reason(
+            str(turn["text"]), int(turn["completion_tokens"]), budget, stops, turn.get("finish_reason")
+        )
         for turn in turns
         if "text" in turn and "completion_tokens" in turn
     }

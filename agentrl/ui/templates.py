@@ -161,7 +161,7 @@ prompt tokens in all) is not stored. Tool calls below are re-parsed from the ass
 {% if used.turn_returns %}· R_t (γ={{ credit.gamma }}) {{ "%+.3f"|format(used.turn_returns[t.index]) }}{% endif %}{% endif %}
 · advantage {{ signed(t.advantage) }}
 · tokens {{ t.prompt_tokens }} in / {{ t.completion_tokens }} out
-· finish <span class="finish" title="inferred from the token count, the text and the run's sampling config: the store does not keep the engine's finish reason">{{ finishes[t.index] }}</span></div>
+{% with f = finishes[t.index] %}· finish <span class="finish{{ '' if f.stored else ' inferred' }}" title="{{ "the engine's finish reason" if f.stored else "inferred from the token count, the text and the run's sampling config (stored before finish reasons were kept)" }}">{{ f.reason }}{{ "" if f.stored else " (inferred)" }}</span>{% endwith %}</div>
 <div class="msg assistant"><b>assistant</b>
 {{ t.text }}</div>
 {% for name, arguments in calls[t.index].calls %}<div class="msg call"><b>tool call · {{ name }}</b>

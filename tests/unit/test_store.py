@@ -85,6 +85,7 @@ def test_round_trip(tmp_path: Path) -> None:
         "invalid": True,
         "tool_name": "python",
         "info": {},
+        "finish_reason": None,  # this hand-made Turn has none (the runner's carry the engine's)
     }
     assert (first["initial_state_key"], first["attempts"], first["first_observation"]) == ("s0", 1, None)
     assert loaded[2]["split"] == "eval" and loaded[2]["turns"][0]["advantage"] is None

@@ -5,16 +5,20 @@ FastAPI's test client, over the synthetic sample run recorded by the real writer
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from alembic import command
 from fastapi.testclient import TestClient
 
 from agentrl.credit import episodes_to_batch, estimate, records_to_batch, split_by_episode
 from agentrl.credit.common import discounted_returns
+from agentrl.store.migrations import alembic_config, current, head
 from agentrl.store.repository import (
     close_store,
     create_run,
@@ -175,15 +179,20 @@ def test_config_diff_and_key_columns() -> None:
     }  # fmt: skip
 
 
-def test_finish_reasons_are_inferred_from_token_count_and_text() -> None:
+def test_finish_reasons_are_the_engines_else_inferred() -> None:
     assert finish.sampling_of({}) == (128, ("</tool_call>",))
     budget, stops = finish.sampling_of({"sampling": {"max_new_tokens": 16, "stop": ["</answer>"]}})
     assert (budget, stops) == (16, ("</answer>",))
-    assert finish.finish_reason("<tool_call>{...", 16, budget, stops) == "length"
-    assert finish.finish_reason("x</answer>\n", 5, budget, stops) == "stop string </answer>"
-    assert finish.finish_reason("The answer is 4.", 5, budget, stops) == "end of turn"
+    inferred = finish.Finish
+    assert finish.finish_reason("<tool_call>{...", 16, budget, stops) == inferred("length", False)
+    assert finish.finish_reason("x</answer>\n", 5, budget, stops) == inferred("stop string </answer>", False)
+    assert finish.finish_reason("The answer is 4.", 5, budget, stops) == inferred("end of turn", False)
+    assert finish.finish_reason("short", 5, budget, stops, "length") == finish.Finish("length", True)
+    assert finish.finish_reason("x</answer>", 16, budget, stops, "stop") == finish.Finish(
+        "stop string </answer>", True
+    )
     turns = [{"index": 0, "text": "a", "completion_tokens": 16}, {"index": 1, "reward": 0.0}]
-    assert finish.turn_finishes({"sampling": {"max_new_tokens": 16}}, turns) == {0: "length"}
+    assert finish.turn_finishes({"sampling": {"max_new_tokens": 16}}, turns) == {0: inferred("length", False)}
 
 
 # --- the pages -----------------------------------------------------------------------------------------
@@ -232,8 +241,12 @@ def test_episode_page_shows_the_return_as_used_beside_the_raw_reward(
     page = http.get(link).text
     assert re.search(r'id="return-used">return as the estimator used it: <b>\+0\.900</b>', page)
     assert "invalid-turn penalty 0.100" in page and 'class="used-reward neg">-0.100' in page
-    stop = "stop string &lt;/tool_call&gt;"  # escaped in the HTML
-    assert re.findall(r'class="finish"[^>]*>([^<]+)<', page) == [stop, "end of turn", stop]
+    stop = "stop string &lt;/tool_call&gt;"  # escaped in the HTML; the sample's turns keep no finish reason
+    assert re.findall(r'class="finish inferred"[^>]*>([^<]+) \(inferred\)<', page) == [
+        stop,
+        "end of turn",
+        stop,
+    ]
 
 
 def test_held_out_page_counts_match_the_store(sample: tuple[TestClient, str, str]) -> None:
@@ -282,3 +295,38 @@ def test_the_sampler_panel_keeps_the_last_steps(tmp_path: Path) -> None:
     close_store(store)
     assert panel["steps"] == 3 and list(panel["per_step"]) == [2, 3]
     assert panel["per_step"][2] == {"uniform": 2} and len(panel["draws"]) == 4
+
+
+def test_the_engines_finish_reason_is_stored_and_shown(tmp_path: Path) -> None:
+    """A turn's finish reason goes through the real store writer and migration 0006 to the episode page;
+    a downgrade to 0005 drops the column and reopening the store adds it back."""
+    database = tmp_path / "runs.db"
+    url = f"sqlite:///{database}"
+    store = open_store(url)
+    run_id = create_run(store, "finish", "t", {"sampling": {"max_new_tokens": 64}})
+    cut = dataclasses.replace(turn(0, 0.0, invalid=True), text="<tool_call>{", finish_reason="length")
+    done = dataclasses.replace(turn(1, 1.0), text="The answer is 4.", finish_reason="stop")
+    record_episodes(
+        store, run_id, 1, "train", [Episode("e", "env", "t", "g", 0, (cut, done), "terminated", "s0")]
+    )
+    assert [t["finish_reason"] for t in load_episodes(store, run_id)[0]["turns"]] == ["length", "stop"]
+    with store.engine.begin() as connection:
+        command.downgrade(alembic_config(connection), "0005")
+    close_store(store)
+    with sqlite3.connect(database) as conn:
+        assert "finish_reason" not in [row[1] for row in conn.execute("pragma table_info(turns)")]
+    store = open_store(url)
+    assert (
+        current(store.engine) == head()
+        and load_episodes(store, run_id)[0]["turns"][0]["finish_reason"] is None
+    )
+    close_store(store)
+    store = open_store(url)
+    record_episodes(
+        store, run_id, 2, "train", [Episode("f", "env", "t", "g", 0, (cut, done), "terminated", "s0")]
+    )
+    episode_id = load_episodes(store, run_id)[-1]["id"]
+    close_store(store)
+    with TestClient(create_app(url)) as http:
+        page = http.get(f"/runs/{run_id}/episodes/{episode_id}").text
+    assert re.findall(r'class="finish"[^>]*>([^<]+)<', page) == ["length", "end of turn"]
