@@ -115,17 +115,20 @@ def line_chart(
 
 
 def value_card(series: Mapping[str, Sequence[tuple[int, float]]], title: str, width: int = 460) -> Markup:
-    """Each series' value at its one step, as text: what a chart of one step can honestly show."""
-    height = 40 + 18 * len(series)
-    parts = [_head(width, height, title, "chart single")]
-    parts.append(f'<text x="10" y="20" font-size="12" font-weight="600">{escape(title)}</text>')
+    """Each series' value at its one step, large, with its name and step below: what a chart of one step
+    can honestly show."""
+    height = 24 + 38 * len(series)
+    chars = int((width - 16) / (CHAR_WIDTH * 10 / 11))
+    parts = [_head(width, height, title, "chart single"), _title(title)]
     for number, (name, points) in enumerate(series.items()):
         step, value = points[-1]
-        colour = COLOURS[number % len(COLOURS)]
+        colour, top = COLOURS[number % len(COLOURS)], 24 + 38 * number
+        note = f"{name} at step {step}, the only step recorded"
+        note = note if len(note) <= chars else note[: chars - 1] + "…"
         parts.append(
-            f'<text class="pt value" x="10" y="{42 + 18 * number}" font-size="13" fill="{colour}">'
-            f"<title>{escape(name)} · step {step}: {value:.6g}</title>"
-            f"{escape(name)} = {value:.4g} (step {step}, the only one recorded)</text>"
+            f'<text class="pt value" x="8" y="{top + 18}" font-size="18" font-weight="600" fill="{colour}">'
+            f"<title>{escape(name)} · step {step}: {value:.6g}</title>{value:.4g}</text>"
+            f'<text class="legend" x="8" y="{top + 32}" font-size="10" fill="#555">{escape(note)}</text>'
         )
     parts.append("</svg>")
     return Markup("".join(parts))

@@ -73,7 +73,8 @@ def test_a_chart_labels_several_steps_and_titles_every_point() -> None:
 
 def test_one_step_is_a_value_card_not_an_axis() -> None:
     card = line_chart({"eval/success_rate": [(0, 0.5)]}, "success")
-    assert 'class="chart single"' in card and "eval/success_rate = 0.5 (step 0" in card
+    assert 'class="chart single"' in card and "<title>eval/success_rate · step 0: 0.5</title>0.5<" in card
+    assert "eval/success_rate at step 0, the only step recorded" in card
     assert "-0.5" not in card and "<polyline" not in card
 
 
@@ -284,7 +285,7 @@ def test_an_eval_only_run_draws_value_cards(tmp_path: Path) -> None:
     close_store(store)
     with TestClient(create_app(url)) as http:
         page = http.get(f"/runs/{run_id}").text
-    assert page.count('class="chart single"') == 2 and "eval/success_rate = 0.25 (step 0" in page
+    assert page.count('class="chart single"') == 2 and "eval/success_rate at step 0, the only step" in page
     assert "this run&#39;s saved config names no credit estimator" in page
 
 
