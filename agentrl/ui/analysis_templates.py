@@ -41,6 +41,7 @@ HELDOUT = """{% extends "base.html" %}{% block title %}held-out per task{% endbl
 <td>{% for s in e.steps %}{% if s != e.step %}<a href="/heldout?run_a={{ a.run.id }}&amp;step_a={{ s if side == 'A' else a.step }}&amp;run_b={{ b.run.id }}&amp;step_b={{ s if side == 'B' else b.step }}">step {{ s }}</a> {% endif %}{% endfor %}</td></tr>{% endfor %}
 </table>
 {% if not same_temperature %}<p class="note" id="temperature-warning">The two evaluations sampled at different temperatures ({{ a.temperature }} and {{ b.temperature }}): a change here mixes training with the sampling temperature.</p>{% endif %}
+{% if pairs and counts.unpaired == pairs|length %}<p class="note" id="no-shared-tasks">The two evaluations share no scored task (different task suites or splits?): nothing here pairs.</p>{% endif %}
 <table id="paired-counts"><tr><th>both solved</th><th>gained (B only)</th><th>lost (A only)</th><th>neither</th><th>unpaired</th></tr>
 <tr>{% for c in ("both", "gained", "lost", "neither", "unpaired") %}<td class="num" id="count-{{ c }}">{{ counts[c] }}</td>{% endfor %}</tr></table>
 <p class="meta">A task is solved when more than half of its scored episodes succeeded (one episode per task in an evaluation); infrastructure failures are not scored. Unpaired: played or scored on one side only.</p>

@@ -263,6 +263,7 @@ def test_held_out_page_counts_match_the_store(sample: tuple[TestClient, str, str
     assert counts["both"] == sum(before[t] and after[t] for t in before) == 1
     assert counts["lost"] == counts["neither"] == counts["unpaired"] == 0
     assert 'class="change-gained"' in page and 'id="temperature-warning"' not in page
+    assert 'id="no-shared-tasks"' not in page
     across = http.get("/heldout", params={"run_a": run_id, "step_a": 0, "run_b": other, "step_b": 0}).text
     assert 'id="temperature-warning"' in across and re.search(r'id="count-both">1<', across)
     assert http.get("/heldout", params={"run_a": run_id, "step_a": 2}).status_code == 404
@@ -331,3 +332,18 @@ def test_the_engines_finish_reason_is_stored_and_shown(tmp_path: Path) -> None:
     with TestClient(create_app(url)) as http:
         page = http.get(f"/runs/{run_id}/episodes/{episode_id}").text
     assert re.findall(r'class="finish"[^>]*>([^<]+)<', page) == ["length", "end of turn"]
+
+
+def test_held_out_runs_without_a_shared_task_say_so(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/runs.db"
+    store = open_store(url)
+    ids = []
+    for name, task in (("base", "shop-1"), ("other", "click-1")):
+        run_id = create_run(store, name, "t", {"eval": {"temperature": 0.0}})
+        played = Episode(f"{name}-e", "env", task, f"{name}-g", 0, (turn(0, 1.0),), "terminated", "s0", True)
+        record_episodes(store, run_id, 0, "eval", [played])
+        ids.append(run_id)
+    close_store(store)
+    with TestClient(create_app(url)) as http:
+        page = http.get("/heldout", params={"run_a": ids[0], "run_b": ids[1]}).text
+    assert 'id="no-shared-tasks"' in page and re.search(r'id="count-unpaired">2<', page)
