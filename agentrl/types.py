@@ -146,6 +146,9 @@ class Episode:
     first_observation: str | None = None  # what the env showed at reset (the task prompt)
     parent_id: str | None = None
     branch_turn: int | None = None
+    # the env's tools and few-shot examples the first prompt showed ({"tools": [...], "examples": [...]}),
+    # rendered around `first_observation` with `rollout.instructions` (the built-in player's; else None)
+    prompt_inputs: Mapping[str, Any] | None = None
 
     @property
     def reward(self) -> float:

@@ -200,7 +200,11 @@ def walk_episode(
     if walk is None:
         return episode
     return replace(
-        episode, episode_id=walk.episode_id, parent_id=walk.parent_id, branch_turn=walk.branch_turn
+        episode,
+        episode_id=walk.episode_id,
+        parent_id=walk.parent_id,
+        branch_turn=walk.branch_turn,
+        prompt_inputs=None if start is None else {"tools": start.tools, "examples": start.examples},
     )
 
 

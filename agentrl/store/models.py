@@ -1,14 +1,16 @@
 """The run store's tables as SQLAlchemy 2.0 typed declarative models.
 
-What this is: five tables — runs, episodes, turns, metrics, task_draws — and nothing else. Token ids are
-not stored (only counts); the store is for inspecting runs, not for replaying training batches.
+What this is: six tables — runs, episodes, turns, metrics, task_draws, prompts — and nothing else. Token
+ids are not stored (only counts); the store is for inspecting runs, not for replaying training batches.
 `task_draws` holds one row per group a training step played: which task, why it was drawn or dropped, and
 (adaptive sampler) the task's Beta posterior at the draw; the adaptive sampler's posterior is rebuilt from
 these rows on resume. A tree rollout's branch (`Episode.parent_id` / `branch_turn`) keeps its parent's uid
 and the turn it branched at, so a group can be drawn as its tree. Each turn keeps the engine's finish reason
-("stop" or "length"; NULL in rows stored before revision 0006). `EpisodeRow.invalid_turns` repeats the count
-of its invalid turns so that the viewer's per-step table reads episodes (through one covering index) and
-never the turns.
+("stop" or "length"; NULL in rows stored before revision 0006). `prompts` holds each distinct set of
+first-prompt inputs (the env's tools and few-shot examples) once; an episode points at its set by
+`prompt_id` (revision 0007; NULL before, and for harness episodes). `EpisodeRow.invalid_turns` repeats
+the count of its invalid turns so that the viewer's per-step table reads episodes (through one covering
+index) and never the turns.
 
 What this is not: an API. These ORM classes never leave `agentrl/store/`; everything outside talks to
 `repository.py`, which returns plain dicts. Schema changes go through Alembic revisions in
@@ -81,6 +83,7 @@ class EpisodeRow(Base):
     first_observation: Mapped[str | None] = mapped_column(Text)  # what the env showed at reset
     attempts: Mapped[int] = mapped_column(default=1, server_default="1")  # plays, re-runs included
     parent_uid: Mapped[str | None] = mapped_column(String(64))  # a tree branch's parent (its uid)
+    prompt_id: Mapped[int | None]  # prompts.id: the first prompt's tools and examples (not enforced)
     branch_turn: Mapped[int | None]  # a tree branch's first own turn; the turns before are its parent's
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
@@ -118,6 +121,14 @@ class MetricRow(Base):
     step: Mapped[int]
     name: Mapped[str] = mapped_column(String(200))
     value: Mapped[float | None]  # NULL when the metric was NaN or infinite
+
+
+class PromptRow(Base):
+    __tablename__ = "prompts"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)  # of `inputs` as canonical JSON
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSON)  # {"tools": [...], "examples": [...]}
 
 
 class TaskDrawRow(Base):

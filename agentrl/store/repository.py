@@ -16,6 +16,7 @@ return a whole run; the viewer's readers of one page at a time are in `pages.py`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -34,7 +35,7 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from agentrl.errors import StoreError
 from agentrl.store.migrations import upgrade
-from agentrl.store.models import EpisodeRow, MetricRow, Run, TaskDrawRow, TurnRow, utc_now
+from agentrl.store.models import EpisodeRow, MetricRow, PromptRow, Run, TaskDrawRow, TurnRow, utc_now
 from agentrl.types import Episode, Turn
 
 DB_URL_ENV = "AGENTRL_DB_URL"
@@ -165,10 +166,35 @@ def record_episodes(
             f"got {len(advantages)} advantage lists for {len(episodes)} episodes; pass one per episode"
         )
     with _transaction(store, f"recording {len(episodes)} episodes of run {run_id}") as session:
+        prompts = _prompt_ids(session, episodes)
         for index, episode in enumerate(episodes):
-            session.add(
-                _episode_row(run_id, step, split, episode, None if advantages is None else advantages[index])
-            )
+            own = None if advantages is None else advantages[index]
+            row = _episode_row(run_id, step, split, episode, own)
+            row.prompt_id = prompts[index]
+            session.add(row)
+
+
+def _prompt_ids(session: Session, episodes: Sequence[Episode]) -> list[int | None]:
+    """Each episode's `prompts.id` (None without prompt inputs), storing each new set of inputs once, keyed
+    by the SHA-256 of its canonical JSON."""
+    known: dict[str, int] = {}
+    ids: list[int | None] = []
+    for episode in episodes:
+        if episode.prompt_inputs is None:
+            ids.append(None)
+            continue
+        text = json.dumps(episode.prompt_inputs, sort_keys=True, default=str)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if digest not in known:
+            found = session.scalar(select(PromptRow.id).where(PromptRow.sha256 == digest))
+            if found is None:
+                row = PromptRow(sha256=digest, inputs=json.loads(text))
+                session.add(row)
+                session.flush()
+                found = row.id
+            known[digest] = found
+        ids.append(known[digest])
+    return ids
 
 
 def _episode_row(
@@ -371,6 +397,7 @@ def episode_dict(row: EpisodeRow, turns: bool = True) -> dict[str, Any]:
         "attempts",
         "parent_uid",
         "branch_turn",
+        "prompt_id",
         "created_at",
     )
     out = {column: getattr(row, column) for column in columns}
@@ -425,3 +452,13 @@ def load_split_episodes(store: Store, run_id: str, split: Split) -> list[dict[st
         return [dict(zip(OUTCOME_FIELDS, row, strict=True)) for row in session.execute(statement)]
 
     return read(store, f"loading the {split} episodes of run {run_id}", query)
+
+
+def load_prompt(store: Store, prompt_id: int) -> dict[str, Any] | None:
+    """The first-prompt inputs stored under `prompt_id` ({"tools": [...], "examples": [...]}), or None."""
+
+    def query(session: Session) -> dict[str, Any] | None:
+        row = session.get(PromptRow, prompt_id)
+        return None if row is None else dict(row.inputs)
+
+    return read(store, f"loading prompt {prompt_id}", query)

@@ -7,6 +7,7 @@ store's readers that `app.py`'s handlers call.
                                                task by task (default: a run's first against its last)
     step_credit       the step page's credit: estimator, returns as used, group summaries, anchor groups
     episode_credit    the episode page's credit: estimator and the episode's return as used
+    episode_prompt    the episode page's first-prompt inputs (instructions, tools, few-shot examples)
     sampler_panel     the run page's task-sampler decisions (`task_draws`)
 
 What this is not: a store reader (it calls `repository`) or a renderer (templates in `analysis_templates.py`).
@@ -14,9 +15,11 @@ What this is not: a store reader (it calls `repository`) or a renderer (template
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentrl.agent.prompting import DEFAULT_INSTRUCTIONS, system_prompt
 from agentrl.errors import ConfigError, NotFound
 from agentrl.store import pages, repository
 from agentrl.ui import charts, compare, credit_view, thinning, views
@@ -119,6 +122,28 @@ def episode_credit(run: Mapping[str, Any], episode: Mapping[str, Any]) -> dict[s
     """The episode page's credit data: the estimator and the episode's return as used."""
     settings = credit_view.credit_settings(run["config"])
     return {"credit": settings, "used": credit_view.episode_return(episode, settings)}
+
+
+def episode_prompt(
+    store: repository.Store, run: Mapping[str, Any], episode: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The episode's first-prompt inputs as the page shows them (None when the store has none): the
+    instructions (the run's `rollout.instructions`, else agentrl's default), each tool and few-shot example
+    as indented JSON, and the system message a chat template without native tools gets."""
+    prompt_id = episode.get("prompt_id")
+    inputs = None if prompt_id is None else repository.load_prompt(store, int(prompt_id))
+    if inputs is None:
+        return None
+    given = compare.dig(run["config"], "rollout.instructions")
+    instructions = None if given is compare.MISSING or not given else str(given)
+    tools = list(inputs.get("tools") or [])
+    return {
+        "instructions": instructions or DEFAULT_INSTRUCTIONS,
+        "default_instructions": instructions is None,
+        "tools": [json.dumps(tool, indent=1, ensure_ascii=False) for tool in tools],
+        "examples": [json.dumps(x, indent=1, ensure_ascii=False) for x in inputs.get("examples") or []],
+        "system": system_prompt(tools, instructions),
+    }
 
 
 def sampler_panel(store: repository.Store, run_id: str, last: int = SAMPLER_STEPS) -> dict[str, Any]:

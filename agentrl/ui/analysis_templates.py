@@ -6,6 +6,7 @@ registered with the others by `templates.environment`). The data comes from `ana
     credit.html    the estimator and its effective options (included by the run, step and episode pages)
     anchors.html   a task group's anchor groups side by side (included by the step page)
     sampler.html   the run's task-sampler decisions (included by the run page)
+    prompt.html    an episode's first-prompt inputs: instructions, tools, few-shot examples (episode page)
 
 What this is not: a front end. No JavaScript; hover values are SVG `<title>`s.
 """
@@ -80,6 +81,18 @@ SAMPLER = """{% if sampler.draws %}<h2>Task sampler</h2>
 </table></details>{% endif %}
 """
 
+PROMPT = """<details class="prompt" id="prompt"><summary>first prompt: instructions, {{ prompt.tools|length }} tool(s), {{ prompt.examples|length }} few-shot example(s); turn 0 had {{ e.turns[0].prompt_tokens if e.turns else 0 }} prompt tokens in all</summary>
+<div class="msg env"><b>instructions{{ " (agentrl's default; the run set no rollout.instructions)" if prompt.default_instructions else " (rollout.instructions)" }}</b>
+{{ prompt.instructions }}</div>
+{% for tool in prompt.tools %}<div class="msg call prompt-tool"><b>tool</b>
+{{ tool }}</div>{% endfor %}
+{% for example in prompt.examples %}<div class="msg env"><b>few-shot example</b>
+{{ example }}</div>{% endfor %}
+<details><summary>the system message a chat template without native tool support gets</summary><div class="msg env">{{ prompt.system }}</div></details>
+<p class="meta">The model's chat template renders these, then the first observation below (<code>agentrl/agent/prompting.py</code>, <code>render_first_prompt</code>); a template with native tool support gets the instructions as its system message and the tools through the template.</p>
+</details>
+"""
+
 STYLE = """.change-gained td { background: #e3f4e6; } .change-lost td { background: #fbe3e1; }
 .anchor-sets { display: flex; flex-wrap: wrap; gap: 10px; } table.anchor-set { margin: .3em 0; font-size: 12.5px; }
 .credit, .group-summary { font-size: 12.5px; color: #444; } .credit b.estimator { font-size: 14px; } .no-signal { color: #b36b00; font-weight: 600; }
@@ -92,5 +105,6 @@ TEMPLATES = {
     "credit.html": CREDIT,
     "anchors.html": ANCHORS,
     "sampler.html": SAMPLER,
+    "prompt.html": PROMPT,
 }
 """Template name -> source, merged into the viewer's loader."""

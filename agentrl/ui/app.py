@@ -298,6 +298,7 @@ def episode_context(
         "pager": Pager(f"/runs/{run['id']}/episodes/{episode['id']}", window, episode["num_turns"], "turns"),
         **analysis.episode_credit(run, whole),
         "finishes": finish.turn_finishes(run["config"], episode["turns"]),
+        "prompt": analysis.episode_prompt(store, run, episode),
         "calls": {turn["index"]: tool_calls(turn["text"]) for turn in episode["turns"]},
     }
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from agentrl.credit import episodes_to_batch, estimate, split_by_episode
 from agentrl.credit.metrics import credit_metrics
+from agentrl.env.core import tool_spec
 from agentrl.env.toolcall import TOOL_CALL_OPEN, render_tool_call
 from agentrl.store.repository import Store, create_run, finish_run
 from agentrl.store.writer import StoreWriter
@@ -30,6 +31,14 @@ SAMPLE_TASKS = (("calc-17", 12, 30), ("calc-42", 7, 8))  # (task id, a, b): "wha
 GROUP_SIZE = 3
 STEPS = 3
 ENV_ID = "agentrl/Calc-v0"
+SAMPLE_PROMPT = {
+    "tools": [
+        tool_spec("python", "Run Python code and return what it prints.", {"code": {"type": "string"}}),
+        tool_spec("submit", "Submit your final answer.", {"answer": {"type": "string"}}),
+    ],
+    "examples": [],
+}
+"""The first-prompt inputs every sample episode shares (stored once, in the prompts table)."""
 
 
 def make_turn(
@@ -84,6 +93,7 @@ def sample_episode(step: int, task: tuple[str, int, int], member: int, split: st
     return Episode(
         episode_id, ENV_ID, task_id, group_id, member, tuple(turns), "terminated", start, correct,
         first_observation=f"What is {a} + {b}? Use the python tool if you like, then call submit.",
+        prompt_inputs=SAMPLE_PROMPT,
     )  # fmt: skip
 
 

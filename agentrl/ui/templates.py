@@ -146,10 +146,11 @@ EPISODE = """{% extends "base.html" %}{% from "paging.html" import page_links %}
 (raw reward {{ "%.3f"|format(used.raw) }}{% if used.penalty %} − invalid-turn penalty {{ "%.3f"|format(used.penalty) }}{% endif %})</p>{% endif %}
 {% if e.error %}<p class="note" id="infra-error">infrastructure failure: {{ e.error }}</p>{% endif %}
 {% if e.attempts and e.attempts > 1 %}<p class="note">played {{ e.attempts }} times: earlier plays ended in an infrastructure failure and were re-run</p>{% endif %}
+{% if prompt %}{% include "prompt.html" %}{% endif %}
 {% if e.first_observation is not none %}<div class="msg env" id="first-observation"><b>environment (reset)</b>
 {{ e.first_observation }}</div>{% else %}<p class="note">The first observation is not in this store (written before it was kept).</p>{% endif %}
-<p class="note">The rendered system prompt (tools, few-shot examples; turn 0 had {{ e.turns[0].prompt_tokens if e.turns else 0 }}
-prompt tokens in all) is not stored. Tool calls below are re-parsed from the assistant text with agentrl's parser.</p>
+<p class="note">{% if not prompt %}The first prompt's tools and few-shot examples are not in this store (written before they were kept, or a harness's episode); turn 0 had {{ e.turns[0].prompt_tokens if e.turns else 0 }}
+prompt tokens in all. {% endif %}Tool calls below are re-parsed from the assistant text with agentrl's parser.</p>
 {% if pager.pages > 1 %}{{ page_links(pager) }}{% endif %}
 {% for t in e.turns %}
 <div class="turn{{ ' invalid' if t.invalid else '' }}" id="turn-{{ t.index }}">

@@ -122,6 +122,8 @@ def test_a_successful_episode_and_its_token_bookkeeping() -> None:
     # turn 1 was cut off without <|im_end|>: the runner closed the turn before the observation
     assert episode.turns[2].prompt_ids[0] == IM_END and episode.turns[1].prompt_ids[0] != IM_END
     assert [turn.finish_reason for turn in episode.turns] == ["stop", "length", "stop"]  # the engine's
+    assert episode.prompt_inputs is not None and episode.prompt_inputs["examples"] == []
+    assert [tool["function"]["name"] for tool in episode.prompt_inputs["tools"]] == ["add", "submit"]
     assert str(TOKENIZER.decode(episode.turns[1].prompt_ids)).endswith(
         "<|im_start|>tool\ntotal=2<|im_end|>\n<|im_start|>assistant\n"
     )

@@ -23,6 +23,7 @@ from agentrl.store.repository import (
     close_store,
     create_run,
     load_episodes,
+    load_prompt,
     load_split_episodes,
     open_store,
     record_episodes,
@@ -31,7 +32,7 @@ from agentrl.store.repository import (
 from agentrl.types import Action, Episode, Turn
 from agentrl.ui import analysis, charts, compare, credit_view, finish
 from agentrl.ui.app import create_app
-from agentrl.ui.sample import record_sample_run
+from agentrl.ui.sample import SAMPLE_PROMPT, record_sample_run
 from agentrl.ui.svg import line_chart, nice_ticks, step_ticks
 
 
@@ -347,3 +348,24 @@ def test_held_out_runs_without_a_shared_task_say_so(tmp_path: Path) -> None:
     with TestClient(create_app(url)) as http:
         page = http.get("/heldout", params={"run_a": ids[0], "run_b": ids[1]}).text
     assert 'id="no-shared-tasks"' in page and re.search(r'id="count-unpaired">2<', page)
+
+
+def test_first_prompt_inputs_are_stored_once_and_shown(tmp_path: Path) -> None:
+    """The sample episodes share one set of tools: one prompts row, referenced by every played episode,
+    shown on the episode page with agentrl's default instructions."""
+    database = tmp_path / "runs.db"
+    store = open_store(f"sqlite:///{database}")
+    run_id = record_sample_run(store)
+    episodes = load_episodes(store, run_id)
+    played = [e for e in episodes if e["stop_reason"] != "infra_error"]
+    [prompt_id] = {e["prompt_id"] for e in played}
+    assert load_prompt(store, prompt_id) == SAMPLE_PROMPT and load_prompt(store, prompt_id + 1) is None
+    assert all(e["prompt_id"] is None for e in episodes if e["stop_reason"] == "infra_error")
+    close_store(store)
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("select count(*) from prompts").fetchone() == (1,)
+    with TestClient(create_app(f"sqlite:///{database}")) as http:
+        page = http.get(f"/runs/{run_id}/episodes/{played[0]['id']}").text
+    assert 'id="prompt"' in page and "2 tool(s), 0 few-shot example(s)" in page
+    assert page.count('class="msg call prompt-tool"') == 2 and "Run Python code" in page
+    assert "agentrl&#39;s default" in page and "You can call these tools" in page
