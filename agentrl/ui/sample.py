@@ -55,6 +55,7 @@ def make_turn(
         reward=reward,
         invalid=call is None,
         state_key=state,
+        finish_reason="stop",  # every sample completion ends with its tool call or the end of turn
         # what a sandboxed env reports about the command it ran (calc's python tool)
         info={"exit_code": 0, "timed_out": False, "oom": False, "duration_s": 0.021}
         if call is not None and call.name == "python"

@@ -243,12 +243,8 @@ def test_episode_page_shows_the_return_as_used_beside_the_raw_reward(
     page = http.get(link).text
     assert re.search(r'id="return-used">return as the estimator used it: <b>\+0\.900</b>', page)
     assert "invalid-turn penalty 0.100" in page and 'class="used-reward neg">-0.100' in page
-    stop = "stop string &lt;/tool_call&gt;"  # escaped in the HTML; the sample's turns keep no finish reason
-    assert re.findall(r'class="finish inferred"[^>]*>([^<]+) \(inferred\)<', page) == [
-        stop,
-        "end of turn",
-        stop,
-    ]
+    stop = "stop string &lt;/tool_call&gt;"  # escaped in the HTML; a "stop" told apart by the text
+    assert re.findall(r'class="finish"[^>]*>([^<]+)<', page) == [stop, "end of turn", stop]  # the engine's
 
 
 def test_held_out_page_counts_match_the_store(sample: tuple[TestClient, str, str]) -> None:
@@ -328,11 +324,15 @@ def test_the_engines_finish_reason_is_stored_and_shown(tmp_path: Path) -> None:
     record_episodes(
         store, run_id, 2, "train", [Episode("f", "env", "t", "g", 0, (cut, done), "terminated", "s0")]
     )
-    episode_id = load_episodes(store, run_id)[-1]["id"]
+    before, after = (row["id"] for row in load_episodes(store, run_id))
     close_store(store)
     with TestClient(create_app(url)) as http:
-        page = http.get(f"/runs/{run_id}/episodes/{episode_id}").text
+        page = http.get(f"/runs/{run_id}/episodes/{after}").text
+        older = http.get(f"/runs/{run_id}/episodes/{before}").text
     assert re.findall(r'class="finish"[^>]*>([^<]+)<', page) == ["length", "end of turn"]
+    # stored before 0006 came back: inferred from the token count (1 of max_new_tokens 64) and the text
+    inferred = r'class="finish inferred"[^>]*>([^<]+) \(inferred\)<'
+    assert re.findall(inferred, older) == ["end of turn", "end of turn"]
 
 
 def test_held_out_runs_without_a_shared_task_say_so(tmp_path: Path) -> None:
