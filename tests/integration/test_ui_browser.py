@@ -236,6 +236,10 @@ def test_compare_held_out_and_credit_in_chromium(two_runs: tuple[str, Path], tmp
             page.get_by_role("link", name="invalid actions").click()
             page.locator("table.episodes a").first.click()
             assert "+0.900" in page.locator("#return-used").inner_text()
+            assert page.locator("span.finish").first.inner_text() == "stop string </tool_call>"
+            assert not page.locator(".prompt-tool").first.is_visible()  # folded until asked for
+            page.locator("#prompt > summary").click()
+            assert "Run Python code" in page.locator(".prompt-tool").first.inner_text()
         finally:
             browser.close()
 
