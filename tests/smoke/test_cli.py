@@ -83,7 +83,12 @@ def test_train_two_steps_writes_rows_to_the_store(repo_root: Path, tmp_path: Pat
             for t in ("runs", "episodes", "turns", "metrics")
         }
         status = conn.execute("select status from runs").fetchone()[0]
+        finishes = {row[0] for row in conn.execute("select finish_reason from turns")}
+        prompts = conn.execute("select count(*) from prompts").fetchone()[0]
+        unprompted = conn.execute("select count(*) from episodes where prompt_id is null").fetchone()[0]
     assert counts["runs"] == 1 and status == "finished"
+    assert finishes <= {"stop", "length"} and finishes  # the engine's, on every turn
+    assert prompts == 1 and unprompted == 0  # calc's tools, stored once for every episode
     # 2 eval episodes before, 2 after, 2 steps x 2 tasks x 2 members
     assert counts["episodes"] == 2 + 2 + 8
     assert counts["turns"] >= counts["episodes"]
