@@ -9,7 +9,9 @@
                                          step as one table (task, outcome, reward, turns)
     /runs/{run}/episodes/{id}            one episode as a chat: assistant text, tool calls, observations,
                                          per-turn reward and advantage coloured by sign, state keys, anchor
-                                         group (count and links), invalid flag, infrastructure error
+                                         group (count and links), invalid flag, infrastructure error; the
+                                         return as the estimator used it, each turn's finish reason
+                                         (`finish.py`), the first prompt's tools and examples
     /runs/{run}/search, /export.jsonl    search by task id or text, streamed export (`search.py`)
     /compare?run=A&run=B                 several runs: metrics overlaid, key config, config diff
     /heldout?run_a=&step_a=&run_b=&step_b= one held-out evaluation against another, task by task

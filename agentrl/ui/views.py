@@ -8,7 +8,8 @@ anchor groups of turns (GiGPO's: turns of the same task group taken in the same 
 What this is not: a store reader. It never opens a database; callers pass what `list_runs`,
 `load_metrics` and `load_episodes` returned. The first observation (the task prompt as the env showed it)
 and each turn's env info (for sandboxed envs the exec results: exit code, timeout, OOM, duration) come from
-the store; the rendered system prompt (tools, few-shot examples) is not stored, only its token count.
+the store; of the first prompt the store keeps its inputs (the env's tools and few-shot examples,
+`analysis.episode_prompt` shows them), not the rendered text, only its token count.
 """
 
 from __future__ import annotations
