@@ -150,3 +150,41 @@ def test_a_seeded_request_is_bit_identical_alone_among_31_others_and_arriving_mi
     for completion in (among_others, mid_decode):
         assert completion.token_ids == alone.token_ids
         assert completion.logprobs == alone.logprobs
+
+
+def test_exact_kernels_give_the_same_kv_and_logits_after_prefill_or_decode_on_the_real_model(smollm2) -> None:
+    """The exact kernels (`llama_kernels.forward(exact=True)`) in bf16 with SmolLM2's grouped heads: a row's
+    K/V and last logits are the same whether its tokens were prefilled or decoded one by one, alone or beside
+    rows that attend over more key blocks. (A tiny random model missed a difference this catches: decode
+    steps' 3 query rows per KV head rounded differently from the same rows inside a prefill.)"""
+    from agentrl.agent.engines import llama_kernels as kernels
+
+    model, _ = smollm2
+    weights = kernels.LlamaWeights.from_model(model, torch.bfloat16, pack=True)
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, weights.embed.shape[0], (160,), generator=generator)
+
+    def play(rows: int, prefill: int, longer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        lengths = torch.tensor([prefill] + [max(1, prefill - 3 * row) for row in range(1, rows)])
+        if longer:
+            lengths[-1] = prefill + longer
+        width = int(lengths.max())
+        capacity = -(-(width + len(tokens)) // kernels.EXACT_KEYS) * kernels.EXACT_KEYS
+        cache = kernels.new_cache(weights, rows, capacity)
+        ids = torch.randint(0, weights.embed.shape[0], (rows, width), generator=generator)
+        ids[0, :prefill] = tokens[:prefill]
+        start = torch.zeros(rows, dtype=torch.long)
+        logits = kernels.forward(weights, ids, start, cache, lengths - 1, exact=True)[0]
+        for step in range(len(tokens) - prefill):
+            step_ids = torch.randint(0, weights.embed.shape[0], (rows, 1), generator=generator)
+            step_ids[0, 0] = tokens[prefill + step]
+            at = torch.zeros(rows, dtype=torch.long)
+            logits = kernels.forward(weights, step_ids, lengths + step, cache, at, exact=True)[0]
+        return logits, cache[:, :, 0, :, : len(tokens)].clone()
+
+    with torch.inference_mode():
+        reference = play(rows=1, prefill=len(tokens) - 1)
+        for rows, prefill, longer in ((1, 130, 0), (3, 150, 600), (2, 60, 0)):
+            logits, kv = play(rows, prefill, longer)
+            assert torch.equal(logits, reference[0]), (rows, prefill, longer)
+            assert torch.equal(kv, reference[1]), (rows, prefill, longer)

@@ -23,11 +23,11 @@ this CPU (torch 2.x, AVX-512 BF16), what breaks that in the default path and wha
   vector loops over a block end differently with the block's length. The exact path (`_exact`) pads the
   key length to a multiple of `EXACT_KEYS` (512), so every block of every call has one shape, and keys past
   a row's last position are masked: a wholly masked block adds exact zeros to the online softmax. In
-  float32 a call's query rows are also padded to a multiple of `QUERY_ROW_STEP`; in bf16 a row's result
-  did not depend on the number of query rows or its place among them (measured for 1 to 900 rows). The
-  shared-prefix cascade depends on which rows share the prefix, so the exact path does not use it.
-  Measured without AMX: on AMX CPUs the kernel may pack bf16 blocks for calls of 64 or more query rows,
-  which tests/unit/test_engine_deterministic.py would catch as a prefill-versus-decode difference.
+  float32 a call's query rows are padded to a multiple of `QUERY_ROW_STEP`, in bf16 to a multiple of
+  `BF16_ROW_STEP`: a call with fewer than 4 query rows (a decode step's 3 grouped heads) rounds
+  differently. The shared-prefix cascade depends on which rows share the prefix, so the exact path does not
+  use it. Measured without AMX: on AMX CPUs the kernel may pack bf16 blocks for calls of 64 or more query
+  rows, which tests/integration/test_engine_cached.py (the real model, prefill against decode) would catch.
 
 The math follows `transformers.models.llama.modeling_llama` step by step (RMSNorm in fp32, rotary from the
 model's own `rotary_emb`, grouped-query attention through `torch.nn.functional.scaled_dot_product_attention`,
@@ -59,7 +59,11 @@ blocks of 512 (of fewer when a call has fewer keys), so every block then has one
 QUERY_ROW_STEP = 32
 """In float32 the exact path pads a flash-attention call's query rows to a multiple of this: the CPU kernel
 rounds a row differently when its block of (up to 32) query rows has fewer than 4 rows (measured), so every
-block must be full. bf16 rows were invariant without padding."""
+block must be full."""
+BF16_ROW_STEP = 4
+"""In bf16 the exact path pads a call's query rows to a multiple of this: with the real model's grouped
+heads, a decode step's 3 query rows per KV head (fewer than 4) rounded differently from the same rows inside
+a prefill in 1-3% of positions (measured); padded to 4, none differed in 1,360 positions."""
 
 
 @dataclass(frozen=True)
@@ -369,12 +373,12 @@ def _exact(visible: torch.Tensor, groups: int, dtype: torch.dtype) -> Attend:
 
     One flash-attention call over all L keys: the CPU kernel walks keys in blocks of `EXACT_KEYS`, so with L
     a multiple of it every block has the same shape for every row and call, and blocks wholly past a row's
-    last key (weight exactly 0 in the online softmax) leave its result bit-identical. In float32 the query
-    rows are padded to a multiple of `QUERY_ROW_STEP` (see there); bf16 needs no padding (measured).
+    last key (weight exactly 0 in the online softmax) leave its result bit-identical. Query rows are padded
+    to a multiple of `QUERY_ROW_STEP` in float32 and of `BF16_ROW_STEP` in bf16 (see there).
     """
     batch, steps, _ = visible.shape
     real_rows = groups * steps
-    step = QUERY_ROW_STEP if dtype == torch.float32 else 1
+    step = QUERY_ROW_STEP if dtype == torch.float32 else BF16_ROW_STEP
     rows = -(-real_rows // step) * step
     # [B, 1, rows, L]: query row g*T + t (the folded GQA order of `_attention`) sees row t's keys
     by_row = F.pad(visible.repeat(1, groups, 1), (0, 0, 0, rows - real_rows), value=True)
