@@ -42,7 +42,8 @@ def run_label(run: Mapping[str, Any]) -> str:
 
 
 def compare_context(store: repository.Store, refs: Sequence[str]) -> dict[str, Any]:
-    """Several runs side by side: overlaid metric charts, key config columns, the config diff."""
+    """Several runs side by side: overlaid metric charts, each metric's last value, key config columns,
+    the config diff."""
     runs = list({run["id"]: run for run in (find_run(store, ref) for ref in refs)}.values())
     if not runs:
         raise NotFound("no runs chosen: tick two or more runs on the runs list, then 'compare'")
@@ -56,6 +57,7 @@ def compare_context(store: repository.Store, refs: Sequence[str]) -> dict[str, A
             for run, (label, _) in zip(runs, series, strict=True)
         ],  # fmt: skip
         "charts": charts.overlay_charts(series),
+        "last": compare.last_values([points for _, points in series]),
         "diff": compare.config_diff([run["config"] for run in runs]),
         "missing": compare.MISSING,
     }

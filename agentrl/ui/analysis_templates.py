@@ -25,6 +25,10 @@ COMPARE = """{% extends "base.html" %}{% block title %}compare runs{% endblock %
 {% if runs|length >= 2 %}<p><a id="heldout-link" href="/heldout?run_a={{ runs[0].id }}&amp;run_b={{ runs[1].id }}">held-out per task: {{ runs[0].label }} (first evaluation) against {{ runs[1].label }} (last evaluation)</a></p>{% endif %}
 <h2>Metrics <small>(one chart per metric, a line per run; hover a point for its value)</small></h2>
 <div class="charts">{% for chart in charts %}{{ chart }}{% else %}<p>none of these runs logged a metric yet</p>{% endfor %}</div>
+<details><summary>each metric's last value</summary>
+<table id="last-values"><tr><th>metric</th>{% for r in runs %}<th>{{ r.label }}</th>{% endfor %}</tr>
+{% for name, points in last %}<tr><td>{{ name }}</td>{% for p in points %}<td class="num">{% if p is none %}-{% else %}{{ "%.4g"|format(p[1]) }} <span class="zero">(step {{ p[0] }})</span>{% endif %}</td>{% endfor %}</tr>{% endfor %}
+</table></details>
 <h2>Config diff</h2>
 {% if diff %}<table id="config-diff"><tr><th>key</th>{% for r in runs %}<th>{{ r.label }}</th>{% endfor %}</tr>
 {% for key, values in diff %}<tr><td><code>{{ key }}</code></td>{% for v in values %}<td>{% if v is sameas missing %}<i>absent</i>{% else %}<code>{{ v }}</code>{% endif %}</td>{% endfor %}</tr>{% endfor %}

@@ -5,6 +5,7 @@ train` saves it) and the episode dicts of the run store.
 
 - `key_columns(config)`: model, estimator, eval temperature and group size, for the runs list.
 - `config_diff(configs)`: the dotted keys whose values differ between runs, with each run's value.
+- `last_values(series)`: each metric's last logged value in each run, for the compare page's table.
 - `task_outcomes(episodes)`, `pair_tasks(a, b)`, `paired_counts(pairs)`: one evaluation step against
   another, task by task. A task is *solved* when more than half of its scored episodes succeeded (the
   held-out evaluation plays one episode per task, so: when that episode succeeded); an infrastructure
@@ -152,3 +153,12 @@ def solved_count(outcomes: Mapping[str, TaskOutcome]) -> tuple[int, int]:
     """(tasks solved, tasks scored) of one evaluation."""
     scored = [outcome for outcome in outcomes.values() if outcome.scored]
     return sum(outcome.solved for outcome in scored), len(scored)
+
+
+def last_values(
+    runs: Sequence[Mapping[str, Sequence[tuple[int, float]]]],
+) -> list[tuple[str, list[tuple[int, float] | None]]]:
+    """(metric, [(step, value) of its last point in each run's series, None where the run lacks it]) for
+    every metric any run logged, by name."""
+    names = sorted({name for series in runs for name in series})
+    return [(name, [series[name][-1] if series.get(name) else None for series in runs]) for name in names]

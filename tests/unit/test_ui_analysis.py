@@ -176,6 +176,10 @@ def test_config_diff_and_key_columns() -> None:
     assert diff["credit.estimator"] == ["grpo", "gigpo"]
     assert diff["credit.options"] == [{}, compare.MISSING] and diff["credit.options.gamma"][1] == 0.9
     assert diff["eval.temperature"] == [0.0, compare.MISSING] and "model.name" not in diff
+    assert compare.last_values([{"kl": [(1, 0.1), (3, 0.2)]}, {"kl": [], "loss": [(2, 1.5)]}]) == [
+        ("kl", [(3, 0.2), None]),
+        ("loss", [None, (2, 1.5)]),
+    ]
     assert compare.key_columns(one) == {
         "model": "m", "estimator": "grpo", "eval_temperature": 0.0, "group_size": None,
     }  # fmt: skip
@@ -272,6 +276,7 @@ def test_compare_page_overlays_runs_and_diffs_their_configs(sample: tuple[TestCl
     assert page.count("<polyline") >= 2 * 5  # every multi-step metric, one line per run
     assert "<td><code>eval.temperature</code></td><td><code>0.0</code></td><td><code>0.7</code></td>" in page
     assert 'id="heldout-link"' in page
+    assert re.search(r"<td>kl</td><td class=\"num\">0\.006 <span class=\"zero\">\(step 3\)</span></td>", page)
     assert http.get("/compare").status_code == 404
 
 
