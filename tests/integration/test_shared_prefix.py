@@ -373,3 +373,17 @@ def test_a_tree_pack_runs_its_prefix_once_with_its_logits(monkeypatch: pytest.Mo
     samples = tree_samples("t", seed=4)
     run(samples, UpdateConfig(micro_batch_size=4, min_shared_tokens=8))
     assert calls == [(1, shared_length(samples))]
+
+
+def test_a_branch_owns_the_deeper_prefix_of_its_own_branches() -> None:
+    # A played turns 1-2 and A1 holds them as copies: a pack of the two shares up to A1's branch turn
+    _, a, a1, _ = tree_samples("t", seed=4)
+    samples = [a, a1, *group_samples("a", seed=1)]
+    packs = plan_packs(samples, micro_batch_size=4, min_shared_tokens=8)
+    assert packs[0].indices == (0, 1) and packs[0].shared == shared_length([a, a1])
+    batch = collate_shared([a, a1], packs[0].shared, PAD_ID)
+    assert trains_prefix(batch) and not bool(batch["loss_mask"][1, : packs[0].shared].any())
+    update = UpdateConfig(micro_batch_size=4, min_shared_tokens=8)
+    loss = LossConfig(kl_coef=0.1, entropy_coef=0.01, aggregation="seq_mean_token_mean")
+    plain = run(samples, dataclasses.replace(update, shared_prefix=False), loss)
+    assert_equal_updates(run(samples, update, loss), plain)
