@@ -28,8 +28,8 @@ def cache_keyword(model: torch.nn.Module) -> str:
 
 
 def only_last_logits(model: torch.nn.Module) -> dict[str, int]:
-    """The forward argument that projects only the last position onto the vocabulary (the prefix's logits
-    are never used), where the model has it."""
+    """The forward argument that projects only the last position onto the vocabulary (for a shared prefix
+    whose own logits are not needed: no member trains a token in it), where the model has it."""
     parameters = inspect.signature(type(transformers_model(model)).forward).parameters
     return {name: 1 for name in ("logits_to_keep", "num_logits_to_keep") if name in parameters}
 
