@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from viewer_screenshots import CHROMIUM, CHROMIUM_ARGS, serve  # noqa: E402
 
 IMAGES = Path(__file__).resolve().parents[1] / "docs" / "img"
 AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
@@ -48,32 +47,14 @@ def main() -> int:
     plot = AGENTRL + ["runs", "plot", args.run, "--db", args.db, "--out", str(IMAGES / "plot.png")]
     subprocess.run(plot, check=True, env=env)
     run_id, episode = pick_episode(args.db.removeprefix("sqlite:///"), args.run)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(AGENTRL + ["ui", "--db", args.db, "--port", str(port)], env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).text == "ok":
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        from playwright.sync_api import sync_playwright
+    from playwright.sync_api import sync_playwright
 
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path="/usr/bin/chromium",
-                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-            )
-            page = browser.new_page(viewport={"width": 1000, "height": 1000})
-            page.goto(f"{base}/runs/{run_id}/episodes/{episode}")
-            page.screenshot(path=str(IMAGES / "viewer.png"))
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with serve(args.db) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 1000})
+        page.goto(f"{base}/runs/{run_id}/episodes/{episode}")
+        page.screenshot(path=str(IMAGES / "viewer.png"))
+        browser.close()
     print(f"wrote {IMAGES / 'plot.png'} and {IMAGES / 'viewer.png'} (episode {episode} of {args.run})")
     return 0
 

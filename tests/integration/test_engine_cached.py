@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 import torch
+from exact_kernels import play_row
 from tiny_models import EXAMPLES, TOOLS
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -164,27 +165,9 @@ def test_exact_kernels_give_the_same_kv_and_logits_after_prefill_or_decode_on_th
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, weights.embed.shape[0], (160,), generator=generator)
 
-    def play(rows: int, prefill: int, longer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        lengths = torch.tensor([prefill] + [max(1, prefill - 3 * row) for row in range(1, rows)])
-        if longer:
-            lengths[-1] = prefill + longer
-        width = int(lengths.max())
-        capacity = -(-(width + len(tokens)) // kernels.EXACT_KEYS) * kernels.EXACT_KEYS
-        cache = kernels.new_cache(weights, rows, capacity)
-        ids = torch.randint(0, weights.embed.shape[0], (rows, width), generator=generator)
-        ids[0, :prefill] = tokens[:prefill]
-        start = torch.zeros(rows, dtype=torch.long)
-        logits = kernels.forward(weights, ids, start, cache, lengths - 1, exact=True)[0]
-        for step in range(len(tokens) - prefill):
-            step_ids = torch.randint(0, weights.embed.shape[0], (rows, 1), generator=generator)
-            step_ids[0, 0] = tokens[prefill + step]
-            at = torch.zeros(rows, dtype=torch.long)
-            logits = kernels.forward(weights, step_ids, lengths + step, cache, at, exact=True)[0]
-        return logits, cache[:, :, 0, :, : len(tokens)].clone()
-
     with torch.inference_mode():
-        reference = play(rows=1, prefill=len(tokens) - 1)
+        reference = play_row(weights, tokens, generator, 1, len(tokens) - 1)
         for rows, prefill, longer in ((1, 130, 0), (3, 150, 600), (2, 60, 0)):
-            logits, kv = play(rows, prefill, longer)
+            logits, kv = play_row(weights, tokens, generator, rows, prefill, longer)
             assert torch.equal(logits, reference[0]), (rows, prefill, longer)
             assert torch.equal(kv, reference[1]), (rows, prefill, longer)

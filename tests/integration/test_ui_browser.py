@@ -2,7 +2,7 @@
 `agentrl ui` serving a real SQLite store that holds a run recorded through the real store writer (the
 synthetic sample run: no model). Clicks runs → run → step → filter → episode, asserts what each page shows,
 and takes a screenshot; `agentrl runs plot` on the same store draws a plot. Both go to a temporary folder:
-the README's pictures come from a real run (scripts/readme_images.py).
+the pictures of docs/features.md come from a real run (scripts/readme_images.py).
 
 Needs `chromium` (scripts/setup_extras.sh installs it) and the `playwright` Python package; skips with a
 reason otherwise. Playwright's own browser download is never used.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from exact_kernels import play_row
 from tiny_models import tiny_llama
 from tiny_tokenizers import byte_tokenizer
 
@@ -128,31 +129,8 @@ def test_exact_forward_gives_a_row_the_same_kv_and_logits_whatever_the_batch_and
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, weights.embed.shape[0], (100,), generator=generator)
 
-    def play(rows: int, prefill: int, longer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """Row 0 prefills `prefill` tokens and decodes the rest of `tokens`; other rows hold noise, the last
-        one `longer` tokens more than row 0 (so the batch attends over more key blocks than row 0 alone)."""
-        lengths = torch.tensor([prefill] + [max(1, prefill - 3 * row) for row in range(1, rows)])
-        if longer:
-            lengths[-1] = prefill + longer
-        width = int(lengths.max())
-        capacity = -(-(width + len(tokens)) // kernels.EXACT_KEYS) * kernels.EXACT_KEYS
-        cache = kernels.new_cache(weights, rows, capacity)
-        ids = torch.randint(0, weights.embed.shape[0], (rows, width), generator=generator)
-        ids[0, :prefill] = tokens[:prefill]
-        logits = [
-            kernels.forward(
-                weights, ids, torch.zeros(rows, dtype=torch.long), cache, lengths - 1, exact=True
-            )[0]
-        ]
-        for step in range(len(tokens) - prefill):
-            step_ids = torch.randint(0, weights.embed.shape[0], (rows, 1), generator=generator)
-            step_ids[0, 0] = tokens[prefill + step]
-            at = torch.zeros(rows, dtype=torch.long)
-            logits.append(kernels.forward(weights, step_ids, lengths + step, cache, at, exact=True)[0])
-        return torch.stack(logits)[-1], cache[:, :, 0, :, : len(tokens)]
-
     with torch.inference_mode():
-        reference_logits, reference_kv = play(rows=1, prefill=len(tokens) - 1)
+        reference_logits, reference_kv = play_row(weights, tokens, generator, 1, len(tokens) - 1)
         for rows, prefill, longer in ((7, len(tokens) - 1, 0), (1, 40, 0), (5, 61, 0), (3, 61, 600)):
-            logits, kv = play(rows, prefill, longer)
+            logits, kv = play_row(weights, tokens, generator, rows, prefill, longer)
             assert torch.equal(logits, reference_logits) and torch.equal(kv, reference_kv)
