@@ -3,19 +3,22 @@
     .venv/bin/python bench/credit_study.py            # the full study (see "Cost" below); the lead runs it
     .venv/bin/python bench/credit_study.py --quick    # 1 seed, grpo + gigpo, 1 tiny train step: minutes
     .venv/bin/python bench/credit_study.py --study calc-chain   # part 3 of docs/credit_study.md (issue 41)
+    .venv/bin/python bench/credit_study.py --study calc-chain-tree   # part 3's tree arms (issue 42)
 
 First it makes the warm start every run begins from, once (`agentrl demos` + `agentrl sft`, the
 cold-start recipe; `warm_start_demos=0` starts from the base model instead). Then for each estimator and
 seed it trains SmolLM2-135M-Instruct from `configs/<task>.yaml` (default `maze`) with only
-`credit.estimator` and `train.seed` changed, until the run has taken `--env-steps` environment
-steps (assistant turns, invalid ones included), and evaluates held-out success whenever the run's env steps
-cross one of `--eval-points` evenly spaced checkpoints. The starting model (env step 0) is evaluated once and
-shared by every curve: it is the same model, evaluated on the same tasks with the same sampler seed.
+`credit.estimator` and `train.seed` changed (an `Arm` adds its own overrides, e.g. tree rollouts), until the
+run has taken `--env-steps` environment steps (assistant turns, invalid ones included; a tree branch's
+copied prefix turns count once, in the episode that played them, and a fork is not a step), and evaluates
+held-out success whenever the run's env steps cross one of `--eval-points` evenly spaced checkpoints. The
+starting model (env step 0) is evaluated once and shared by every curve: it is the same model, evaluated on
+the same tasks with the same sampler seed.
 
 Writes `bench/results/credit_study_warm.json` and `credit_study_warm.png` (mean held-out success vs env
 steps per estimator, with 95% Student-t bands over seeds) and prints the summary. JSON keys:
-    runs[estimator][i]: seed, curve [{checkpoint_env_steps, env_steps, train_step, success_rate,
-        episodes}], wall_s, train_steps, env_steps, and the means over train steps of anchor_hit_rate,
+    runs[arm][i]: seed, curve [{checkpoint_env_steps, env_steps, train_step, success_rate,
+        episodes}], wall_s, train_steps, env_steps, forks, and the means over train steps of anchor_hit_rate,
         anchor_group_size, zero_variance_groups, invalid_turn_rate, train_success_rate
     mean_curves[estimator]: [{checkpoint_env_steps, mean, low, high, n}]
     summary.gigpo_steps_to_threshold: the credit gym's definition (docs/credit_gym.md): threshold = base +
@@ -28,9 +31,15 @@ steps per estimator, with 95% Student-t bands over seeds) and prints the summary
     summary.grpo_final_band_excludes_base: GRPO's final band is above the base (every base evaluation).
     summary.gigpo_half_minus_grpo_full (when a checkpoint sits at half the budget): GiGPO's mean at half the
         env steps minus GRPO's at the full budget, with a 95% Welch band over seeds (unpaired).
+    summary.above_base[arm]: the arm's final band above every base evaluation, at the training temperature
+        and at the best decoding (null when not evaluated).
+    summary.tree[tree_X] (arms named tree_X): above_base, half_minus_grpo_full (as GiGPO's above) and
+        minus_flat_full: tree_X minus its flat counterpart X at the full budget, 95% Welch band over seeds.
 `--study calc-chain` is part 3's plan (`CALC_CHAIN`): the metric is per-part success (mean reward / parts),
 the base is evaluated `base_evaluations` times, and every run's kept summary holds each evaluation's
 temperature and per-task outcomes (from the run store), plus a last evaluation at the base's best decoding.
+`--study calc-chain-tree` adds part 3's tree arms (`CALC_CHAIN_TREE`: tree GiGPO and Tree-GRPO) to it; its
+runs are kept with the flat plan's, so the flat runs and the base are made once and shared.
 
 How: the loop below is the sync seat of the training loop (`agentrl.trainer.train.SyncSeat` in
 `agentrl.trainer.loop.run_loop`: the same rollouts and the same shared step of
@@ -83,6 +92,7 @@ from agentrl.trainer.run import (
     rollout_metrics,
     summarise_eval,
 )
+from agentrl.trainer.samples import copied_turns
 from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
 from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
 
@@ -97,6 +107,24 @@ EVAL_S = 90.0
 MEASURED: dict[str, tuple[float, float, float]] = {}
 # two-sided 95% Student-t quantiles by degrees of freedom (no scipy in the venv); 1.96 beyond the table
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A line of the study that differs from the plain estimator runs in more than `credit.estimator`: its
+    name (the report's key and its kept runs' file prefix), its estimator and its extra `key=value`
+    overrides (e.g. tree rollouts). A plain estimator run is `Arm(estimator, estimator)`."""
+
+    name: str
+    estimator: str
+    overrides: tuple[str, ...] = ()
+
+    def record(self) -> dict[str, Any] | None:
+        """What a kept run of this arm must have been made with (None for a plain estimator run, whose kept
+        runs predate arms)."""
+        if self.name == self.estimator and not self.overrides:
+            return None
+        return {"name": self.name, "estimator": self.estimator, "overrides": list(self.overrides)}
 
 
 @dataclass(frozen=True)
@@ -134,6 +162,12 @@ class StudyConfig:
     base_evaluations: int = 1  # how often the starting model is evaluated (each its own kept run)
     # a last evaluation of every run at this temperature (the base's best decoding); None: none
     best_temperature: float | None = None
+    # more arms after the estimators' (each seed runs the estimators, then these); like `estimators` and
+    # `seeds` they are not part of the fingerprint: each kept run records its own arm (`Arm.record`)
+    arms: tuple[Arm, ...] = ()
+    # where the kept run summaries are read and written; None: next to `out` (`run_dir_of`). A study that
+    # adds arms to another keeps its runs with the other's, so the runs they share are made once
+    kept_runs: Path | None = None
 
 
 CALC_CHAIN = StudyConfig(  # docs/credit_study.md part 3, fixed before its first run
@@ -152,7 +186,27 @@ CALC_CHAIN = StudyConfig(  # docs/credit_study.md part 3, fixed before its first
     base_evaluations=2,
     best_temperature=0.3,  # the base's best decoding in the go/no-go (bench/results/calc_chain_gonogo.json)
 )
-STUDIES = {"calc-chain": CALC_CHAIN}
+# docs/credit_study.md part 3, "Tree arms": one tree of 8 leaves per task, branching after turns 1, 3 and 6 (a
+# part takes 2 or 3 turns: 3 and 6 are the first turns of parts 2 and 3 when parts use their budget, as most
+# of the base's episodes at 0.7 do; turn 1 because the turns before the first branch are shared by the whole
+# group, so both tree estimators give them advantage 0)
+CALC_CHAIN_TREE_ROLLOUT = (
+    "rollout.tree.enabled=true",
+    "rollout.tree.branch_turns=[1,3,6]",
+    "rollout.tree.width=2",
+    "train.group_size=8",
+)
+CALC_CHAIN_TREE = replace(
+    CALC_CHAIN,
+    arms=(
+        Arm("tree_gigpo", "gigpo", CALC_CHAIN_TREE_ROLLOUT),
+        Arm("tree_grpo", "tree_grpo", CALC_CHAIN_TREE_ROLLOUT),
+    ),
+    out=RESULTS / "credit_study_calc_chain_tree.json",
+    plot=RESULTS / "credit_study_calc_chain_tree.png",
+    kept_runs=RESULTS / "credit_study_calc_chain_runs",  # the flat plan's: its runs and the base are shared
+)
+STUDIES = {"calc-chain": CALC_CHAIN, "calc-chain-tree": CALC_CHAIN_TREE}
 
 
 QUICK = StudyConfig(
@@ -173,7 +227,7 @@ QUICK = StudyConfig(
 
 @dataclass
 class RunResult:
-    """One (estimator, seed) training run."""
+    """One (arm, seed) training run; `estimator` is the arm's name (the estimator's, for a plain arm)."""
 
     estimator: str
     seed: int
@@ -181,6 +235,7 @@ class RunResult:
     wall_s: float = 0.0
     train_steps: int = 0
     env_steps: int = 0
+    forks: int = 0  # env forks (tree branches); not env steps
     step_metrics: list[dict[str, float]] = field(default_factory=list)
     evaluations: list[dict[str, Any]] = field(default_factory=list)  # with per-task outcomes
 
@@ -193,6 +248,7 @@ class RunResult:
             "wall_s": round(self.wall_s, 1),
             "train_steps": self.train_steps,
             "env_steps": self.env_steps,
+            "forks": self.forks,
             **{key: round(value, 4) for key, value in means.items()},
         }
 
@@ -207,14 +263,22 @@ def checkpoints(env_steps: int, points: int) -> list[int]:
     return [math.ceil(env_steps * (i + 1) / points) for i in range(points)]
 
 
-def run_config(study: StudyConfig, estimator: str, seed: int) -> RunConfig:
-    """The run config of one (estimator, seed): the task config with only these fields changed."""
+def study_arms(study: StudyConfig) -> tuple[Arm, ...]:
+    """Every arm of the study, in run order: a plain arm per estimator, then `study.arms`."""
+    return (*(Arm(name, name) for name in study.estimators), *study.arms)
+
+
+def run_config(study: StudyConfig, estimator: str, seed: int, arm: Arm | None = None) -> RunConfig:
+    """The run config of one (estimator, seed): the task config with only these fields changed (and the
+    arm's own overrides, when `arm` is given; its estimator is then `estimator`)."""
+    name = arm.name if arm is not None else estimator
     overrides = [
         f"eval.num_tasks={study.eval_tasks}",
-        f"name=credit-{estimator}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}",
+        f"name=credit-{name}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}",
         f"runs_dir={study.runs_dir}",
         *([f"model.name={warm_start_model(study)}"] if study.warm_start_demos else []),
         *study.overrides,  # may move runs_dir or the store; never the two fields the study varies
+        *(arm.overrides if arm is not None else ()),
         f"credit.estimator={estimator}",
         f"train.seed={seed}",
     ]
@@ -278,13 +342,28 @@ def ensure_warm_start(study: StudyConfig) -> dict[str, Any] | None:
 
 
 def env_steps_of(episodes: Sequence[Any]) -> int:
-    return sum(len(episode.turns) for episode in episodes)
+    """Env steps the episodes cost, counted as bench/tree_rollout.py counts them: each turn the env played,
+    a tree branch's copied prefix turns once, in the episode that played them (a fork plays no action)."""
+    return sum(len(episode.turns) - copied_turns(episode) for episode in episodes)
 
 
-async def train_run(study: StudyConfig, estimator: str, seed: int) -> RunResult:
-    """Train one (estimator, seed) until its env-step budget is spent, evaluating at the checkpoints."""
-    config = run_config(study, estimator, seed)
-    result = RunResult(estimator, seed)
+def forks_of(episodes: Sequence[Any]) -> int:
+    """Env forks the episodes cost: one per tree branch (an episode with a parent)."""
+    return sum(episode.parent_id is not None for episode in episodes)
+
+
+def tree_env_steps(max_turns: int, branch_turns: Sequence[int], width: int) -> int:
+    """Env steps of one tree whose every episode plays `max_turns` turns: the root's turns up to the first
+    branch turn, then width ** k branches' turns up to the next (agentrl/agent/tree.py's t + G (T - t),
+    nested); a flat group of G such episodes costs G x max_turns."""
+    ends = [*branch_turns, max_turns]
+    return sum(width**level * (ends[level] - (ends[level - 1] if level else 0)) for level in range(len(ends)))
+
+
+async def train_run(study: StudyConfig, arm: Arm, seed: int) -> RunResult:
+    """Train one (arm, seed) until its env-step budget is spent, evaluating at the checkpoints."""
+    config = run_config(study, arm.estimator, seed, arm)
+    result = RunResult(arm.name, seed)
     started = time.perf_counter()
     parallel = distributed.init_from_env()
     pending = checkpoints(study.env_steps, study.eval_points)
@@ -312,6 +391,7 @@ async def train_run(study: StudyConfig, estimator: str, seed: int) -> RunResult:
             }
             log_metrics(ctx, step, metrics)
             result.env_steps += env_steps_of(collected.played_episodes)
+            result.forks += forks_of(collected.played_episodes)
             result.train_steps = step
             result.step_metrics.append(step_summary(metrics))
             while pending and result.env_steps >= pending[0]:
@@ -510,19 +590,69 @@ def welch_band(first: Sequence[float], second: Sequence[float]) -> tuple[float, 
 
 
 def half_budget_comparison(
-    runs: Mapping[str, Sequence[Mapping[str, Any]]], metric: str
+    runs: Mapping[str, Sequence[Mapping[str, Any]]], metric: str, fast: str = "gigpo", slow: str = "grpo"
 ) -> dict[str, Any] | None:
-    """GiGPO at the checkpoint at half the budget against GRPO at the full budget (the plan's "faster")."""
-    checkpoints_at = [point["checkpoint_env_steps"] for point in runs["gigpo"][0]["curve"]]
+    """`fast` (GiGPO) at the checkpoint at half the budget against `slow` (GRPO) at the full budget (the
+    plan's "faster")."""
+    checkpoints_at = [point["checkpoint_env_steps"] for point in runs[fast][0]["curve"]]
     half = checkpoints_at[-1] / 2
     if half not in checkpoints_at:
         return None
     index = checkpoints_at.index(half)
-    gigpo_half = [run["curve"][index][metric] for run in runs["gigpo"]]
-    grpo_full = [run["curve"][-1][metric] for run in runs["grpo"]]
-    difference, low, high = welch_band(gigpo_half, grpo_full)
+    fast_half = [run["curve"][index][metric] for run in runs[fast]]
+    slow_full = [run["curve"][-1][metric] for run in runs[slow]]
+    difference, low, high = welch_band(fast_half, slow_full)
     return {"half_env_steps": half, "difference": difference, "band": [low, high],
-            "gigpo_half": gigpo_half, "grpo_full": grpo_full}  # fmt: skip
+            f"{fast}_half": fast_half, f"{slow}_full": slow_full}  # fmt: skip
+
+
+def full_budget_comparison(
+    runs: Mapping[str, Sequence[Mapping[str, Any]]], metric: str, first: str, second: str
+) -> dict[str, Any]:
+    """`first`'s mean at the full budget minus `second`'s, with a 95% Welch band over seeds (unpaired)."""
+    first_full = [run["curve"][-1][metric] for run in runs[first]]
+    second_full = [run["curve"][-1][metric] for run in runs[second]]
+    difference, low, high = welch_band(first_full, second_full)
+    return {"env_steps": runs[first][0]["curve"][-1]["checkpoint_env_steps"], "difference": difference,
+            "band": [low, high], f"{first}_full": first_full, f"{second}_full": second_full}  # fmt: skip
+
+
+def above_base(base: Mapping[str, Any], results: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any]:
+    """The plan's "above the base" for one arm: the 95% t-band over its seeds' final `metric` lies above
+    the higher of the base's evaluations, at the training temperature and (when both kept one) at the best
+    decoding (`at_best_temperature`; None when not evaluated)."""
+    repeats = base.get("repeats") or [base]
+    low = band([run["curve"][-1][metric] for run in results])[1]
+    at_best = [run["curve"][-1].get("at_best_temperature") for run in results]
+    base_best = [point.get("at_best_temperature") for point in repeats]
+    best = None
+    if all(at_best) and all(base_best):
+        best_low = band([point[metric] for point in at_best])[1]  # type: ignore[index]
+        best = best_low > max(float(point[metric]) for point in base_best)  # type: ignore[index]
+    return {
+        "training_temperature": low > max(float(point[metric]) for point in repeats),
+        "best_temperature": best,
+    }
+
+
+def tree_summary(
+    base: Mapping[str, Any], runs: Mapping[str, Sequence[Mapping[str, Any]]], metric: str
+) -> dict[str, Any]:
+    """The tree arms' pre-named statistics (docs/credit_study.md part 3, "Tree arms"): for each arm
+    `tree_X`, the flat plan's two (above the base; at half the budget against GRPO at the full budget) and
+    `tree_X` against its flat counterpart `X` at the full budget (the criterion, for tree_gigpo)."""
+    summary: dict[str, Any] = {}
+    for name in runs:
+        flat = name.removeprefix("tree_")
+        if flat == name:
+            continue
+        summary[name] = {
+            "above_base": above_base(base, runs[name], metric),
+            "half_minus_grpo_full": half_budget_comparison(runs, metric, name) if "grpo" in runs else None,
+            "flat": flat,
+            "minus_flat_full": full_budget_comparison(runs, metric, name, flat) if flat in runs else None,
+        }
+    return summary
 
 
 def summarise(
@@ -548,6 +678,9 @@ def summarise(
         summary["gigpo_half_minus_grpo_full"] = half_budget_comparison(runs, metric)
         summary["grpo_improved_over_base"] = curves["grpo"][-1]["mean"] > max(repeats)
         summary["grpo_final_band_excludes_base"] = curves["grpo"][-1]["low"] > max(repeats)
+    summary["above_base"] = {name: above_base(base, results, metric) for name, results in runs.items()}
+    if any(name.startswith("tree_") for name in runs):
+        summary["tree"] = tree_summary(base, runs, metric)
     return {"mean_curves": curves, "summary": summary}
 
 
@@ -578,16 +711,20 @@ def estimate_wall_s(
     study: StudyConfig, step_s: float = STEP_S, eval_s: float = EVAL_S, step_env: float = 300.0
 ) -> float:
     """Rough wall time of a study from a train step's and an evaluation's measured seconds (and the env
-    steps one train step takes): every run's steps and evaluations, and the base's evaluations."""
+    steps one train step takes): every run's steps and evaluations, and the base's evaluations.
+    A tree arm's run is counted as a flat one's: the same env steps at the same seconds per env step (a
+    step's rollouts dominate it; not measured for trees on calc-chain)."""
     extra = 1 if study.best_temperature is not None else 0  # one more evaluation at the best decoding
     steps_per_run = max(1, math.ceil(study.env_steps / step_env))
     per_run = steps_per_run * step_s + (study.eval_points + extra) * eval_s
-    return len(study.estimators) * len(study.seeds) * per_run + study.base_evaluations * (1 + extra) * eval_s
+    runs = len(study_arms(study)) * len(study.seeds)
+    return runs * per_run + study.base_evaluations * (1 + extra) * eval_s
 
 
 def run_dir_of(study: StudyConfig) -> Path:
-    """Where finished runs keep their summaries: next to the JSON, e.g. bench/results/credit_study_runs/."""
-    return study.out.with_name(study.out.stem + "_runs")
+    """Where finished runs keep their summaries: `kept_runs`, else next to the JSON, e.g.
+    bench/results/credit_study_runs/."""
+    return study.kept_runs or study.out.with_name(study.out.stem + "_runs")
 
 
 def fingerprint(study: StudyConfig) -> dict[str, Any]:
@@ -600,13 +737,13 @@ def fingerprint(study: StudyConfig) -> dict[str, Any]:
     return {
         key: list(value) if isinstance(value, tuple) else value
         for key, value in fields.items()
-        if key not in ("out", "plot", "estimators", "seeds")
+        if key not in ("out", "plot", "estimators", "seeds", "arms", "kept_runs")
     }
 
 
-def kept_or_run(study: StudyConfig, name: str, argv: list[str]) -> dict[str, Any]:
-    """The summary in `<runs>/<name>.json` when it was made under this study's settings; else run `argv`
-    (this script in `--child` mode) in a fresh process, which writes it.
+def kept_or_run(study: StudyConfig, name: str, argv: list[str], arm: Arm | None = None) -> dict[str, Any]:
+    """The summary in `<runs>/<name>.json` when it was made under this study's settings (and `arm`'s, for
+    an arm's run); else run `argv` (this script in `--child` mode) in a fresh process, which writes it.
 
     One process per run: a process that builds model, engine and optimiser twelve times in a row kept
     growing (15 GB after three runs here), and a killed study keeps the runs it finished.
@@ -614,23 +751,15 @@ def kept_or_run(study: StudyConfig, name: str, argv: list[str]) -> dict[str, Any
     path = run_dir_of(study) / f"{name}.json"
     if path.is_file():
         kept = json.loads(path.read_text())
-        if kept.get("study") == fingerprint(study):
+        made_by = arm.record() if arm is not None else None
+        if kept.get("study") == fingerprint(study) and kept.get("arm") == made_by:
             print(json.dumps({"kept": name}), file=sys.stderr)
             return dict(kept["result"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            *argv,
-            "--child-out",
-            str(path),
-            "--child-study",
-            json.dumps(fingerprint(study)),
-        ],
-        check=True,
-    )
+    child = ["--child", *argv, "--child-out", str(path), "--child-study", json.dumps(fingerprint(study))]
+    if arm is not None:
+        child += ["--child-arm", json.dumps(asdict(arm))]
+    subprocess.run([sys.executable, __file__, *child], check=True)
     return dict(json.loads(path.read_text())["result"])
 
 
@@ -648,17 +777,19 @@ def code_version() -> str:
     return commit + ("+dirty" if dirty else "")
 
 
-def run_child(kind: str, study: StudyConfig, out: Path) -> None:
-    """`--child base` or `--child ESTIMATOR:SEED`: one evaluation or one training run, summary to `out`."""
+def run_child(kind: str, study: StudyConfig, out: Path, arm: Arm | None = None) -> None:
+    """`--child base` or `--child NAME:SEED`: one evaluation or one training run (of `arm`, else of the
+    plain estimator NAME), summary to `out`."""
     choose_allocator()  # see agentrl/memory.py: a study run reached 14 GB under glibc's defaults
     if kind == "base":
         result: dict[str, Any] = asyncio.run(evaluate_base(study))
     else:
         name, seed = kind.split(":")
-        result = asyncio.run(train_run(study, name, int(seed))).summary()
+        result = asyncio.run(train_run(study, arm or Arm(name, name), int(seed))).summary()
     result["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     record = {
         "study": fingerprint(study),
+        **({"arm": arm.record()} if arm is not None and arm.record() is not None else {}),
         "result": result,
         "code_version": code_version(),
         "cpu_flags": sorted(cpu_flags() & {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}),
@@ -676,19 +807,21 @@ def run_study(study: StudyConfig, kept_only: bool = False) -> dict[str, Any]:
     if study.base_evaluations > 1:  # the same weights again: how far two evaluations differ is measured
         repeats = [kept_or_run(study, f"base-{i + 1}", ["base"]) for i in range(1, study.base_evaluations)]
         base = {**base, "repeats": [base, *repeats]}
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in study.estimators}
+    runs: dict[str, list[dict[str, Any]]] = {arm.name: [] for arm in study_arms(study)}
     missing = []
     for seed in study.seeds:  # seed-major: a study cut short still has paired runs of every estimator
-        for name in study.estimators:
-            run_name = f"{name}-seed{seed}"
+        for arm in study_arms(study):
+            run_name = f"{arm.name}-seed{seed}"
             if kept_only and not (run_dir_of(study) / f"{run_name}.json").is_file():
                 missing.append(run_name)
                 continue
-            runs[name].append(kept_or_run(study, run_name, [f"{name}:{seed}"]))
-            print(json.dumps({"done": name, "seed": seed, **runs[name][-1]}), file=sys.stderr)
+            plain = arm.record() is None  # a plain estimator's child runs as it did before arms
+            argv = [f"{arm.name}:{seed}"]
+            runs[arm.name].append(kept_or_run(study, run_name, argv, None if plain else arm))
+            print(json.dumps({"done": arm.name, "seed": seed, **runs[arm.name][-1]}), file=sys.stderr)
     runs = {name: results for name, results in runs.items() if results}
     report = {
-        "config": {**asdict(study), "out": str(study.out), "plot": str(study.plot)},
+        "config": plan_of(study),
         "missing_runs": missing,
         "warm_start": warm_start,
         "base": base,
@@ -701,6 +834,11 @@ def run_study(study: StudyConfig, kept_only: bool = False) -> dict[str, Any]:
     seeds = ", ".join(f"{name} {len(results)}" for name, results in runs.items())  # the finished runs only
     plot(report["mean_curves"], study.plot, f"{study.task}: mean over seeds ({seeds}), 95% t-band")
     return report
+
+
+def tuples(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON's lists back into the tuples a frozen config holds."""
+    return {key: tuple(value) if isinstance(value, list) else value for key, value in fields.items()}
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
@@ -721,12 +859,13 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
     parser.add_argument("--child", help=argparse.SUPPRESS)  # one run in this process (see kept_or_run)
     parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-study", help=argparse.SUPPRESS)
+    parser.add_argument("--child-arm", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every run")
     args = parser.parse_args(argv)
     if args.child:
-        fields = json.loads(args.child_study)
-        study = StudyConfig(**{key: tuple(v) if isinstance(v, list) else v for key, v in fields.items()})
-        run_child(args.child, study, args.child_out)
+        study = StudyConfig(**tuples(json.loads(args.child_study)))
+        arm = Arm(**tuples(json.loads(args.child_arm))) if args.child_arm else None
+        run_child(args.child, study, args.child_out, arm)
         raise SystemExit(0)
     study = QUICK if args.quick else STUDIES[args.study] if args.study else StudyConfig()
     changes: dict[str, Any] = {}
@@ -751,18 +890,48 @@ def parse_args(argv: Sequence[str] | None) -> tuple[StudyConfig, bool, bool]:
             RESULTS / "credit_study_quick.json",
             RESULTS / "credit_study_quick.png",
         )
-    study = StudyConfig(**{**asdict(study), **changes})
+    study = replace(study, **changes)
     checkpoints(study.env_steps, study.eval_points)  # fail early on a bad budget
     return study, args.dry_run, args.kept_only
+
+
+def plan_of(study: StudyConfig) -> dict[str, Any]:
+    """The study's settings as JSON can hold them (the report's `config`, the dry run's `plan`)."""
+    kept = str(study.kept_runs) if study.kept_runs is not None else None
+    return {**asdict(study), "out": str(study.out), "plot": str(study.plot), "kept_runs": kept}
+
+
+def arms_plan(study: StudyConfig) -> list[dict[str, Any]]:
+    """Per arm: its runs, estimator, overrides, env-step budget and checkpoints, and what one group costs
+    in env steps when every episode plays all `rollout.max_turns` turns (a tree's shared turns once)."""
+    planned = []
+    for arm in study_arms(study):
+        config = run_config(study, arm.estimator, study.seeds[0], arm)
+        turns, group = config.rollout.max_turns, config.train.group_size
+        tree = config.rollout.tree
+        per_group = group * turns
+        if tree.enabled:
+            per_group = tree_env_steps(turns, tree.branch_turns, tree.width_for(group))
+        planned.append({
+            "arm": arm.name, "estimator": arm.estimator, "overrides": list(arm.overrides),
+            "runs": [f"{arm.name}-seed{seed}" for seed in study.seeds],
+            "env_steps": study.env_steps, "checkpoints": checkpoints(study.env_steps, study.eval_points),
+            "group_size": group, "tree": tree.enabled,
+            "branch_turns": list(tree.branch_turns) if tree.enabled else None,
+            "env_steps_per_group_at_max_turns": per_group,
+            "forks_per_group": group - 1 if tree.enabled else 0,
+        })  # fmt: skip
+    return planned
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     study, dry_run, kept_only = parse_args(argv)
     if dry_run:
-        plan = {**asdict(study), "out": str(study.out), "plot": str(study.plot)}
         step_s, eval_s, step_env = MEASURED.get(study.task, (STEP_S, EVAL_S, 300.0))
         estimate = round(estimate_wall_s(study, step_s, eval_s, step_env))
-        print(json.dumps({"plan": plan, "estimated_wall_s": estimate}, indent=2))
+        plan = {"plan": plan_of(study), "arms": arms_plan(study), "kept_runs": str(run_dir_of(study)),
+                "estimated_wall_s": estimate, "estimated_hours": round(estimate / 3600, 1)}  # fmt: skip
+        print(json.dumps(plan, indent=2))
         return 0
     report = run_study(study, kept_only)
     print(

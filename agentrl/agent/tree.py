@@ -148,8 +148,9 @@ async def collect_groups(
 ) -> list[Episode]:
     """One group per task, in task order: a tree of `group_size` leaves per task with `rollout.tree`
     (played by `play_tree`, with the seeds `collect_rollouts` gives a flat group), else `collect_rollouts`'s
-    G independent episodes played by `player`."""
-    if not config.tree.enabled:
+    G independent episodes played by `player`. A group of one (the held-out evaluation's) is played flat
+    even with `rollout.tree`: one episode has nothing to branch, and no width makes one leaf."""
+    if not config.tree.enabled or group_size == 1:
         return await collect_rollouts(
             client, engine, env_id, tasks, group_size, sampling, config, seed, progress, first_task_index,
             player,

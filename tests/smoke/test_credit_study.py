@@ -87,6 +87,86 @@ def test_the_calc_chain_plan_is_what_docs_credit_study_md_fixed() -> None:
     assert credit_study.checkpoints(plan.env_steps, plan.eval_points)[0] * 2 == plan.env_steps
 
 
+def test_the_calc_chain_tree_arms_run_at_the_flat_plans_seeds_budget_and_kept_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/credit_study.md part 3, "Tree arms": the dry run prints each arm, its overrides and budget."""
+    flat, tree = credit_study.STUDIES["calc-chain"], credit_study.STUDIES["calc-chain-tree"]
+    assert credit_study.fingerprint(tree) == credit_study.fingerprint(flat)  # the flat runs stay valid
+    assert credit_study.run_dir_of(tree) == credit_study.run_dir_of(flat) and tree.out != flat.out
+    assert credit_study.main(["--study", "calc-chain-tree", "--dry-run"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    arms = {arm["arm"]: arm for arm in printed["arms"]}
+    assert list(arms) == ["grpo", "gigpo", "tree_gigpo", "tree_grpo"]
+    for arm in arms.values():
+        assert arm["env_steps"] == flat.env_steps == 1600 and arm["checkpoints"] == [800, 1600]
+        assert arm["runs"] == [f"{arm['arm']}-seed{seed}" for seed in (0, 1, 2, 3)]
+    assert arms["gigpo"]["overrides"] == [] and arms["gigpo"]["env_steps_per_group_at_max_turns"] == 6 * 9
+    for name, estimator in (("tree_gigpo", "gigpo"), ("tree_grpo", "tree_grpo")):
+        arm = arms[name]
+        assert arm["estimator"] == estimator and "rollout.tree.enabled=true" in arm["overrides"]
+        assert arm["tree"] and arm["branch_turns"] == [1, 3, 6] and arm["group_size"] == 8
+        assert arm["env_steps_per_group_at_max_turns"] == 1 + 2 * 2 + 4 * 3 + 8 * 3  # 41 for 8 leaves
+        assert arm["forks_per_group"] == 7
+    assert printed["kept_runs"] == str(credit_study.run_dir_of(flat))
+    assert printed["estimated_wall_s"] > credit_study.estimate_wall_s(flat)  # twice the runs
+
+
+def test_a_trees_env_steps_count_each_shared_turn_once_and_no_fork() -> None:
+    from types import SimpleNamespace
+
+    def episode(turns: int, parent: str | None = None, branch_turn: int | None = None) -> SimpleNamespace:
+        return SimpleNamespace(turns=[None] * turns, parent_id=parent, branch_turn=branch_turn)
+
+    root, branch, deeper = episode(9), episode(9, "root", 1), episode(9, "branch", 3)
+    assert credit_study.env_steps_of([root, branch, deeper]) == 9 + 8 + 6
+    assert credit_study.forks_of([root, branch, deeper]) == 2
+    assert credit_study.env_steps_of([episode(9), episode(7)]) == 16  # flat: every turn
+    assert credit_study.tree_env_steps(10, (5,), 4) == 25  # docs/tree_rollouts.md: 25 instead of 40
+    assert credit_study.tree_env_steps(9, (1, 3, 6), 2) == 41
+
+
+def test_a_kept_arm_run_is_reused_only_under_the_same_arm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    study = credit_study.StudyConfig(kept_runs=tmp_path)
+    arm = credit_study.Arm("tree_gigpo", "gigpo", ("rollout.tree.enabled=true",))
+    kept = {"study": credit_study.fingerprint(study), "arm": arm.record(), "result": {"seed": 0}}
+    (tmp_path / "tree_gigpo-seed0.json").write_text(json.dumps(kept))
+    plain = {"study": credit_study.fingerprint(study), "result": {"seed": 1}}  # a run kept before arms
+    (tmp_path / "gigpo-seed1.json").write_text(json.dumps(plain))
+
+    def no_new_run(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("ran")
+
+    monkeypatch.setattr(credit_study.subprocess, "run", no_new_run)
+    assert credit_study.kept_or_run(study, "tree_gigpo-seed0", ["tree_gigpo:0"], arm) == {"seed": 0}
+    assert credit_study.kept_or_run(study, "gigpo-seed1", ["gigpo:1"]) == {"seed": 1}
+    other = credit_study.Arm("tree_gigpo", "gigpo", ("rollout.tree.enabled=true", "train.group_size=4"))
+    with pytest.raises(RuntimeError, match="ran"):  # other overrides: run again
+        credit_study.kept_or_run(study, "tree_gigpo-seed0", ["tree_gigpo:0"], other)
+    assert credit_study.Arm("gigpo", "gigpo").record() is None
+
+
+def test_the_tree_arms_statistics_are_the_plans_and_tree_against_flat() -> None:
+    base = {"success_rate": 0.1, "repeats": [{"success_rate": 0.1}, {"success_rate": 0.15}]}
+    runs = {
+        "grpo": runs_of([0.2, 0.3], [0.2, 0.5]),
+        "gigpo": runs_of([0.3, 0.4], [0.3, 0.4]),
+        "tree_gigpo": runs_of([0.4, 0.6], [0.5, 0.6], [0.4, 0.6]),
+        "tree_grpo": runs_of([0.1, 0.2], [0.1, 0.3]),
+    }
+    tree = credit_study.tree_summary(base, runs, "success_rate")
+    assert set(tree) == {"tree_gigpo", "tree_grpo"} and tree["tree_grpo"]["flat"] == "grpo"
+    versus = tree["tree_gigpo"]["minus_flat_full"]
+    assert versus["env_steps"] == 600.0 and versus["difference"] == pytest.approx(0.6 - 0.4)
+    assert versus["band"] == list(credit_study.welch_band([0.6] * 3, [0.4, 0.4])[1:])
+    faster = tree["tree_gigpo"]["half_minus_grpo_full"]  # at 300 env steps against GRPO's at 600
+    assert faster["difference"] == pytest.approx(1.3 / 3 - 0.4) and "tree_gigpo_half" in faster
+    assert tree["tree_gigpo"]["above_base"] == {"training_temperature": True, "best_temperature": None}
+    assert tree["tree_grpo"]["above_base"]["training_temperature"] is False  # band reaches below 0.15
+
+
 @pytest.mark.slow
 def test_every_run_starts_from_the_warm_start_made_under_the_studys_overrides(tmp_path: Path) -> None:
     study = credit_study.StudyConfig(runs_dir=str(tmp_path / "runs"))

@@ -210,3 +210,18 @@ def test_a_cycle_of_parents_is_a_config_error() -> None:
     ]
     with pytest.raises(ConfigError, match="cycle"):
         records_to_batch(records)
+
+
+@pytest.mark.parametrize("name", ["grpo", "gigpo", "salt", "tree_grpo"])
+def test_a_root_prefix_that_every_leaf_shares_gets_no_advantage(name: str) -> None:
+    """One tree per group (as `play_tree` grows it): the turns before the first branch are reached by every
+    trajectory, so no group-relative estimator can credit them (docs/tree_rollouts.md, "The runner")."""
+    tree = [
+        record("ABC", "ab", [0.0, 0.0]),
+        record("ABD", "ax", [0.0, 1.0], parent=0, branch_turn=1),
+        record("ABE", "ay", [0.0, 1.0], parent=0, branch_turn=1),
+        record("ABF", "az", [0.0, 0.0], parent=0, branch_turn=1),
+    ]
+    advantages = estimate_records(name, tree)
+    assert [steps[0] for steps in advantages] == pytest.approx([0.0] * 4, abs=1e-9)
+    assert any(abs(steps[1]) > 0.5 for steps in advantages)  # the branches' own turns are credited

@@ -129,6 +129,17 @@ def test_collect_groups_plays_a_tree_per_task_or_flat_groups() -> None:
     assert len(flat) == 4 and all(e.parent_id is None for e in flat)
 
 
+def test_a_group_of_one_is_played_flat_in_a_tree_run() -> None:
+    """The held-out evaluation plays groups of one: a tree run must evaluate, not refuse the group size."""
+    client = ForkingCounter()
+    tasks = [TASK, {"id": "t2", "target": 3}]
+    played = asyncio.run(
+        collect_groups(client, CyclingEngine(REPLIES), "e", tasks, 1, SAMPLING, tree_config((1, 2)), 0)
+    )
+    assert [e.task_id for e in played] == ["t1", "t2"] and client.forked == []
+    assert all(e.parent_id is None and len(e.turns) == 4 for e in played)
+
+
 def test_tree_configs_that_cannot_work_are_refused() -> None:
     with pytest.raises(ValueError, match="harness"):
         RolloutConfig(tree=TreeConfig(True), harness=HarnessConfig(target="m:f"))
