@@ -49,6 +49,14 @@ class TokenStrip:
     missing: str
     likely: float = BANDS[0]  # the least likely list leaves out tokens at or above this probability
 
+    @property
+    def legend(self) -> tuple[tuple[int, str], ...]:
+        """(band, label) of each probability band, for the strip's key."""
+        return (
+            *((index, f"p ≥ {bound:g}") for index, bound in enumerate(BANDS)),
+            (len(BANDS), f"p < {BANDS[-1]:g}"),
+        )
+
 
 def band(prob: float) -> int:
     """The probability band of `prob`: 0 for p >= BANDS[0], ..., len(BANDS) below the last bound."""
@@ -85,13 +93,15 @@ def token_strip(tokens: Mapping[str, Any] | None, lowest: int = LOWEST) -> Token
 
 
 TOKENS_CSS = """.tokens { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 12.5px; line-height: 1.7; }
-.tokens span { border-radius: 2px; } .tokens .p1 { background: #fff1c2; } .tokens .p2 { background: #ffd6a3; }
+.tokens span { border-right: 1px solid #ddd; } .tokens .p1 { background: #fff1c2; } .tokens .p2 { background: #ffd6a3; }
 .tokens .p3 { background: #ffb199; } .tokens .p4 { background: #f07a6e; color: #fff; }
+table.lowest-tokens code { white-space: pre; background: #f4f4f4; }
 details.token-strip { margin: 4px 0; } details.token-strip summary { font-size: 12.5px; color: #444; cursor: pointer; }
 """
 
 TOKENS = """{% with s = strips[t.index] %}<details class="token-strip" id="tokens-{{ t.index }}"><summary>sampled tokens{% if s.tokens %}: {{ s.tokens|length }}, mean log-prob {{ "%.3f"|format(s.mean_logprob) }}, {{ s.unlikely }} with p &lt; 0.5 · sampler log-probs only (no trainer log-probs stored, so no importance ratio){% else %}: {{ s.missing }}{% endif %}</summary>
 {% if s.tokens %}{% if s.missing %}<p class="note">{{ s.missing }}</p>{% endif %}
+<div class="meta token-legend">shade by the sampler's probability: <span class="tokens">{% for shade, label in s.legend %}<span class="p{{ shade }}">{{ label }}</span> {% endfor %}</span>· hover a token for its log-prob</div>
 <div class="tokens">{% for k in s.tokens %}<span class="p{{ k.band }}" title="#{{ k.position }} log-prob {{ "%.3f"|format(k.logprob) }} p {{ "%.3f"|format(k.prob) }}">{{ k.piece }}</span>{% endfor %}</div>
 {% if s.lowest %}<table class="lowest-tokens"><tr><th>least likely</th><th>position</th><th>log-prob</th><th>p</th></tr>
 {% for k in s.lowest %}<tr><td><code>{{ k.piece }}</code></td><td class="num">{{ k.position }}</td><td class="num">{{ "%.3f"|format(k.logprob) }}</td><td class="num">{{ "%.3f"|format(k.prob) }}</td></tr>{% endfor %}</table>
