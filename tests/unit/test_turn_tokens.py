@@ -42,22 +42,33 @@ def test_log_probs_pack_to_four_bytes_each_and_back() -> None:
 def test_the_strip_bands_tokens_and_lists_the_least_likely() -> None:
     assert [band(p) for p in (1.0, 0.9, 0.6, 0.3, 0.1, 0.01)] == [0, 0, 1, 2, 3, 4]
     logprobs = [math.log(p) for p in (0.99, 0.4, 0.02, 0.95, 0.4)]
-    strip = token_strip({"pieces": ["a", "\n", "", "b", "c"], "logprobs": logprobs}, lowest=2)
-    assert [t.piece for t in strip.tokens] == ["a", "↵\n", "∅", "b", "c"]
-    assert [t.band for t in strip.tokens] == [0, 2, 4, 0, 2]
-    assert [(t.position, t.piece) for t in strip.lowest] == [(2, "∅"), (1, "↵\n")]  # ties: first first
-    assert strip.unlikely == 3 and strip.mean_logprob == pytest.approx(sum(logprobs) / 5)
-    assert strip.missing == "" and strip.has_pieces
+    strip = token_strip({"pieces": ["a", "\n", "", "<b>", "c"], "logprobs": logprobs}, lowest=2)
+    spans = re.findall(r'<span( class="p\d")? title="([^"]+)">([^<]*)</span>', strip.spans)
+    assert [(shade, text) for shade, _, text in spans] == [
+        ("", "a"),  # the likeliest band is not shaded
+        (' class="p2"', "↵\n"),
+        (' class="p4"', "∅"),
+        ("", "&lt;b&gt;"),  # pieces are escaped
+        (' class="p2"', "c"),
+    ]
+    assert spans[1][1] == "#1 log-prob -0.916 p 0.400"
+    assert [(t.position, t.piece, t.band) for t in strip.lowest] == [
+        (2, "∅", 4),
+        (1, "↵\n", 2),
+    ]  # ties: first
+    assert strip.count == 5 and strip.unlikely == 3 and strip.mean_logprob == pytest.approx(sum(logprobs) / 5)
+    assert strip.missing == ""
     likely = token_strip({"pieces": ["x"], "logprobs": [-0.01]})
     assert likely.lowest == ()  # a token at p >= 0.9 is never listed as unlikely
 
 
 def test_the_strip_says_what_the_store_lacks() -> None:
-    assert token_strip(None).tokens == () and "not recorded" in token_strip(None).missing
+    assert token_strip(None).count == 0 and "not recorded" in token_strip(None).missing
     no_text = token_strip({"pieces": None, "logprobs": [-1.0, -2.0]})
-    assert [t.piece for t in no_text.tokens] == ["#0", "#1"] and "without a tokenizer" in no_text.missing
+    assert re.findall(r">(#\d)</span>", no_text.spans) == ["#0", "#1"]
+    assert "without a tokenizer" in no_text.missing
     short = token_strip({"pieces": ["a"], "logprobs": [-1.0, -2.0]})
-    assert len(short.tokens) == 1 and short.missing == "1 token texts for 2 log-probs: the first 1 shown"
+    assert short.count == 1 and short.missing == "1 token texts for 2 log-probs: the first 1 shown"
 
 
 def played_turn(index: int, text: str, tokenizer: object) -> Turn:
