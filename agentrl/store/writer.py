@@ -14,6 +14,7 @@ directly; under SQLite WAL they do not block this writer).
 
 from __future__ import annotations
 
+import copy
 import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -39,11 +40,14 @@ Job = Callable[[], None]
 def tokenizer_pieces(tokenizer: Any) -> TokenPieces:
     """The `TokenPieces` of a Hugging Face tokenizer: each token decoded on its own, special tokens kept. A
     character split across tokens shows as U+FFFD in each piece, and a SentencePiece tokenizer may drop the
-    leading space of a lone token; joined, the pieces are close to, not always equal to, the turn's text."""
+    leading space of a lone token; joined, the pieces are close to, not always equal to, the turn's text.
+    The writer's thread decodes with its own copy: a fast tokenizer used from two threads at once can fail
+    with "Already borrowed" while the engine's thread encodes."""
+    own = copy.deepcopy(tokenizer)
 
     def pieces(ids: Sequence[int]) -> list[str]:
         return list(
-            tokenizer.batch_decode(
+            own.batch_decode(
                 [[token] for token in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False
             )
         )
