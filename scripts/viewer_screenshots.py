@@ -4,7 +4,8 @@
 
 Records the sample run (`agentrl.ui.sample`) and a copy of it evaluated at temperature 0.7 into a fresh
 SQLite store in a temporary folder, serves it with `agentrl ui` on a free loopback port, and writes one PNG
-per main page: runs list, run, step, episode, compare, held-out per task. Needs Debian's chromium and the
+per main page: runs list, run, step, episode, compare, held-out per task, and one of an episode's turn with
+its token strip unfolded (`tokens`). Needs Debian's chromium and the
 playwright package, as tests/integration/test_ui_browser.py does.
 
 What this is not: a test (the browser test asserts what the pages show), or a picture of a real model's run
@@ -99,6 +100,10 @@ def main() -> int:
                     page.goto(base + path)
                     page.screenshot(path=f"{args.out}-{name}.png")
                     print(f"wrote {args.out}-{name}.png ({path})")
+                page.goto(base + episode_path)
+                page.locator("#tokens-1 > summary").click()  # the invalid turn's sampled tokens
+                page.locator("#turn-1").screenshot(path=f"{args.out}-tokens.png")
+                print(f"wrote {args.out}-tokens.png ({episode_path}, turn 1's tokens unfolded)")
             finally:
                 browser.close()
     return 0

@@ -2,6 +2,9 @@
 
 What this is: six tables — runs, episodes, turns, metrics, task_draws, prompts — and nothing else. Token
 ids are not stored (only counts); the store is for inspecting runs, not for replaying training batches.
+What a turn sampled is kept for reading it token by token (revision 0008): each completion token's text
+decoded on its own (`token_pieces`) and the sampler's log-prob of each (`token_logprobs`, packed float32;
+`repository.pack_logprobs`); both are deferred, so only the readers that ask for them load them.
 `task_draws` holds one row per group a training step played: which task, why it was drawn or dropped, and
 (adaptive sampler) the task's Beta posterior at the draw; the adaptive sampler's posterior is rebuilt from
 these rows on resume. A tree rollout's branch (`Episode.parent_id` / `branch_turn`) keeps its parent's uid
@@ -22,7 +25,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, String, Text
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -107,6 +110,10 @@ class TurnRow(Base):
     tool_name: Mapped[str | None] = mapped_column(String(200))
     info: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the env's step info (e.g. exec results)
     finish_reason: Mapped[str | None] = mapped_column(String(10))  # the engine's: "stop" or "length"
+    # each completion token's text, decoded alone (NULL: not recorded, e.g. stored before revision 0008)
+    token_pieces: Mapped[list[str] | None] = mapped_column(JSON, deferred=True)
+    # the sampler's log-prob of each completion token, little-endian float32 (NULL: not recorded)
+    token_logprobs: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
 
 
 class MetricRow(Base):

@@ -3,10 +3,11 @@
 What this is: plain functions over a `repository.Store`, each one transaction, returning plain dicts (ORM
 objects never leave `agentrl/store/`): runs with their last step and best held-out value, a run's per-step
 table aggregated in SQL (through `ix_episodes_run_step_summary`, never touching turns), one step's task
-groups or episodes, one episode with a range of its turns, the turn "stubs" (index, reward, advantage,
-state key, invalid flag: no text) that anchor groups and trees need, search by task id and by turn text,
-and the run's episodes in batches for a streamed export. A `Window` says which rows (offset, limit) and in
-which order; sort keys are checked against each reader's `*_SORTS` before any SQL is built.
+groups or episodes, one episode with a range of its turns (and only those turns' sampled tokens), the
+turn "stubs" (index, reward, advantage, state key, invalid flag: no text) that anchor groups and trees
+need, search by task id and by turn text, and the run's episodes in batches for a streamed export. A
+`Window` says which rows (offset, limit) and in which order; sort keys are checked against each reader's
+`*_SORTS` before any SQL is built.
 
 What this is not: fast text search. Searching turn text is a `LIKE` scan of the run's turns that stops at
 the page's last match (no full-text index); it reports whether more matches follow, not how many.
@@ -19,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Float, Select, and_, case, cast, func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, undefer
 from sqlalchemy.sql.elements import ColumnElement
 
 from agentrl.errors import NotFound
 from agentrl.store.models import EpisodeRow, MetricRow, Run, TurnRow
-from agentrl.store.repository import Store, episode_dict, read, run_dict, turn_dict
+from agentrl.store.repository import Store, episode_dict, read, run_dict, turn_dict, turn_tokens
 
 INFRA_ERROR = "infra_error"  # the stop reason of an episode ended by an infrastructure failure
 
@@ -292,7 +293,8 @@ def load_episode(
     store: Store, run_id: str, episode_id: int, first_turn: int = 0, turn_limit: int | None = None
 ) -> dict[str, Any] | None:
     """The episode (None if the run has no such id) with its turns `first_turn` .. `first_turn +
-    turn_limit - 1` in full (all from `first_turn` when `turn_limit` is None)."""
+    turn_limit - 1` in full (all from `first_turn` when `turn_limit` is None), each with its "tokens"
+    (`repository.turn_tokens`)."""
 
     def query(session: Session) -> dict[str, Any] | None:
         row = session.get(EpisodeRow, episode_id)
@@ -303,8 +305,10 @@ def load_episode(
             .where(TurnRow.episode_id == episode_id, TurnRow.index >= first_turn)
             .order_by(TurnRow.index)
             .limit(turn_limit)
+            .options(undefer(TurnRow.token_pieces), undefer(TurnRow.token_logprobs))
         )
-        return {**episode_dict(row, turns=False), "turns": [turn_dict(t) for t in session.scalars(statement)]}
+        turns = [{**turn_dict(t), "tokens": turn_tokens(t)} for t in session.scalars(statement)]
+        return {**episode_dict(row, turns=False), "turns": turns}
 
     return read(store, f"loading episode {episode_id} of run {run_id}", query)
 

@@ -20,7 +20,9 @@ import hashlib
 import json
 import math
 import os
+import sys
 import uuid
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,6 +46,9 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 
 Split = Literal["train", "eval"]
 T = TypeVar("T")
+
+TokenPieces = Callable[[Sequence[int]], list[str]]
+"""Completion token ids -> the text of each token decoded on its own (`writer.tokenizer_pieces`)."""
 
 
 @dataclass(frozen=True)
@@ -159,8 +164,10 @@ def record_episodes(
     split: Split,
     episodes: Sequence[Episode],
     advantages: Sequence[Sequence[float]] | None = None,
+    token_pieces: TokenPieces | None = None,
 ) -> None:
-    """Store episodes and their turns in one transaction; `advantages[i][t]` (if given) goes on turn t."""
+    """Store episodes and their turns in one transaction; `advantages[i][t]` (if given) goes on turn t.
+    Each turn keeps its sampler log-probs, and with `token_pieces` the text of each completion token."""
     if advantages is not None and len(advantages) != len(episodes):
         raise StoreError(
             f"got {len(advantages)} advantage lists for {len(episodes)} episodes; pass one per episode"
@@ -169,7 +176,7 @@ def record_episodes(
         prompts = _prompt_ids(session, episodes)
         for index, episode in enumerate(episodes):
             own = None if advantages is None else advantages[index]
-            row = _episode_row(run_id, step, split, episode, own)
+            row = _episode_row(run_id, step, split, episode, own, token_pieces)
             row.prompt_id = prompts[index]
             session.add(row)
 
@@ -198,7 +205,12 @@ def _prompt_ids(session: Session, episodes: Sequence[Episode]) -> list[int | Non
 
 
 def _episode_row(
-    run_id: str, step: int, split: str, episode: Episode, advantages: Sequence[float] | None
+    run_id: str,
+    step: int,
+    split: str,
+    episode: Episode,
+    advantages: Sequence[float] | None,
+    token_pieces: TokenPieces | None = None,
 ) -> EpisodeRow:
     if advantages is not None and len(advantages) != len(episode.turns):
         raise StoreError(
@@ -225,14 +237,15 @@ def _episode_row(
         parent_uid=episode.parent_id,
         branch_turn=episode.branch_turn,
         turns=[
-            _turn_row(turn, None if advantages is None else float(advantages[t]))
+            _turn_row(turn, None if advantages is None else float(advantages[t]), token_pieces)
             for t, turn in enumerate(episode.turns)
         ],
     )
 
 
-def _turn_row(turn: Turn, advantage: float | None) -> TurnRow:
+def _turn_row(turn: Turn, advantage: float | None, token_pieces: TokenPieces | None = None) -> TurnRow:
     calls = turn.action.tool_calls
+    ids = turn.completion_ids
     return TurnRow(
         index=turn.index,
         text=turn.text,
@@ -246,7 +259,33 @@ def _turn_row(turn: Turn, advantage: float | None) -> TurnRow:
         tool_name=calls[0].name if calls else None,
         info=json_info(turn.info),
         finish_reason=turn.finish_reason,
+        token_pieces=token_pieces(ids) if token_pieces is not None and ids else None,
+        token_logprobs=pack_logprobs(turn.completion_logprobs) if turn.completion_logprobs else None,
     )
+
+
+def pack_logprobs(logprobs: Sequence[float]) -> bytes:
+    """Log-probs as the store keeps them: little-endian float32, 4 bytes each (`unpack_logprobs`)."""
+    packed = array("f", logprobs)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def unpack_logprobs(blob: bytes) -> list[float]:
+    """The log-probs of `pack_logprobs(values)`, as float32 rounds them."""
+    unpacked = array("f")
+    unpacked.frombytes(blob)
+    if sys.byteorder == "big":
+        unpacked.byteswap()
+    return unpacked.tolist()
+
+
+def turn_tokens(row: TurnRow) -> dict[str, Any]:
+    """A turn's sampled tokens: {"pieces": [str] or None, "logprobs": [float] or None}; None where the
+    store has none (a reader must have loaded the deferred columns, `pages.load_episode` does)."""
+    blob = row.token_logprobs
+    return {"pieces": row.token_pieces, "logprobs": None if blob is None else unpack_logprobs(blob)}
 
 
 INFO_VALUE_LIMIT = 2000  # characters of one info value kept in the store

@@ -5,7 +5,8 @@ What this is: one daemon thread draining a bounded queue of writes; each queued 
 loses at most what is still in flight. A failed write is never dropped silently: the first failure is
 raised as `StoreError` from the next call to the writer (`record_*`, `flush` or `close`). `flush()` waits
 until everything queued so far is committed; `close()` flushes and stops the thread. Use it as a context
-manager.
+manager. With `token_pieces` (`tokenizer_pieces(engine.tokenizer)`), each turn is stored with the text of its
+completion tokens, decoded on this thread so the rollout loop does not pay for it.
 
 What this is not: a buffer that survives a crash, or a way to read (readers go to `repository.py`
 directly; under SQLite WAL they do not block this writer).
@@ -13,13 +14,22 @@ directly; under SQLite WAL they do not block this writer).
 
 from __future__ import annotations
 
+import copy
 import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 from agentrl.errors import StoreError
-from agentrl.store.repository import Split, Store, record_episodes, record_metrics, record_task_draws
+from agentrl.store.repository import (
+    Split,
+    Store,
+    TokenPieces,
+    record_episodes,
+    record_metrics,
+    record_task_draws,
+)
 from agentrl.types import Episode
 
 QUEUE_SIZE = 64  # batches, not rows; a full queue makes the caller wait, which bounds memory
@@ -27,11 +37,33 @@ QUEUE_SIZE = 64  # batches, not rows; a full queue makes the caller wait, which 
 Job = Callable[[], None]
 
 
-class StoreWriter:
-    """Queue store writes and commit them on a background thread."""
+def tokenizer_pieces(tokenizer: Any) -> TokenPieces:
+    """The `TokenPieces` of a Hugging Face tokenizer: each token decoded on its own, special tokens kept. A
+    character split across tokens shows as U+FFFD in each piece, and a SentencePiece tokenizer may drop the
+    leading space of a lone token; joined, the pieces are close to, not always equal to, the turn's text.
+    The writer's thread decodes with its own copy: a fast tokenizer used from two threads at once can fail
+    with "Already borrowed" while the engine's thread encodes."""
+    own = copy.deepcopy(tokenizer)
 
-    def __init__(self, store: Store, queue_size: int = QUEUE_SIZE) -> None:
+    def pieces(ids: Sequence[int]) -> list[str]:
+        return list(
+            own.batch_decode(
+                [[token] for token in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False
+            )
+        )
+
+    return pieces
+
+
+class StoreWriter:
+    """Queue store writes and commit them on a background thread. `token_pieces` (settable once the engine
+    and its tokenizer exist) decodes each turn's completion tokens for the store."""
+
+    def __init__(
+        self, store: Store, queue_size: int = QUEUE_SIZE, token_pieces: TokenPieces | None = None
+    ) -> None:
         self.store = store
+        self.token_pieces = token_pieces
         self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=queue_size)
         self._failures: list[str] = []
         self._lock = threading.Lock()
@@ -51,7 +83,8 @@ class StoreWriter:
         if not episodes:
             return
         frozen = list(advantages) if advantages is not None else None
-        self._submit(lambda: record_episodes(self.store, run_id, step, split, list(episodes), frozen))
+        played, pieces = list(episodes), self.token_pieces
+        self._submit(lambda: record_episodes(self.store, run_id, step, split, played, frozen, pieces))
 
     def record_metrics(self, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
         """Queue `repository.record_metrics` (one transaction)."""

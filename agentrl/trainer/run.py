@@ -38,7 +38,7 @@ from agentrl.service.embedded import EmbeddedService
 from agentrl.store.repository import create_run, finish_run, open_store, resume_run
 from agentrl.store.tensorboard import export_run_events
 from agentrl.store.wandb_sink import WandbSink
-from agentrl.store.writer import StoreWriter
+from agentrl.store.writer import StoreWriter, tokenizer_pieces
 from agentrl.tasks import Task, load_tasks
 from agentrl.trainer import checkpoint
 from agentrl.trainer.dp_rollouts import PlayOrder, RolloutRanks
@@ -105,6 +105,7 @@ async def open_run(config: RunConfig, kind: str, resume: Resume | None = None) -
             async_mode=config.trainer.async_mode,
         )
         stack.push_async_callback(engine.aclose)
+        writer.token_pieces = tokenizer_pieces(engine.tokenizer)
         sink = WandbSink.open(config.metrics, run_id, run_dir.name, run_dir, to_dict(config))
         try:
             player = choose_player(config.rollout)

@@ -11,7 +11,9 @@
                                          per-turn reward and advantage coloured by sign, state keys, anchor
                                          group (count and links), invalid flag, infrastructure error; the
                                          return as the estimator used it, each turn's finish reason
-                                         (`finish.py`), the first prompt's tools and examples
+                                         (`finish.py`), the first prompt's tools and examples, each
+                                         turn's sampled tokens coloured by the sampler's probability
+                                         (`tokens.py`)
     /runs/{run}/search, /export.jsonl    search by task id or text, streamed export (`search.py`)
     /compare?run=A&run=B                 several runs: metrics overlaid, key config, config diff
     /heldout?run_a=&step_a=&run_b=&step_b= one held-out evaluation against another, task by task
@@ -53,6 +55,7 @@ from agentrl.store import pages, repository
 from agentrl.ui import analysis, charts, compare, credit_view, finish, paging, search, thinning, views
 from agentrl.ui.paging import Pager, Sorter
 from agentrl.ui.templates import environment
+from agentrl.ui.tokens import token_strip
 from agentrl.ui.tree import group_tree
 
 RUNS_PER_PAGE = 50
@@ -302,6 +305,7 @@ def episode_context(
         "finishes": finish.turn_finishes(run["config"], episode["turns"]),
         "prompt": analysis.episode_prompt(store, run, episode),
         "calls": {turn["index"]: tool_calls(turn["text"]) for turn in episode["turns"]},
+        "strips": {turn["index"]: token_strip(turn.get("tokens")) for turn in episode["turns"]},
     }
 
 

@@ -7,7 +7,10 @@ turn and one infrastructure failure per step. Advantages come from the real GiGP
 metrics from `agentrl.credit.metrics`; reward and success metrics are computed from the episodes. Each
 training step also records its task draws (reason "uniform", with the group's outcome) as the uniform
 sampler does. The saved config holds the keys the viewer's runs list reads (model, estimator, group size,
-eval temperature), with placeholder values.
+eval temperature), with placeholder values. Each completion is "tokenised" into pieces of four characters
+and an end-of-turn token (`sample_tokens`), with made-up sampler log-probs (digits are less likely, a turn
+without a tool call starts unlikely), and stored with their pieces (`sample_pieces`), so the episode page
+shows its token strips.
 
 What this is not: a model's output. No model is loaded; the episodes are deterministic functions of the
 step and episode index. KL and entropy are synthetic numbers (so the plot has every panel).
@@ -41,14 +44,37 @@ SAMPLE_PROMPT = {
 """The first-prompt inputs every sample episode shares (stored once, in the prompts table)."""
 
 
+END_OF_TURN = "<|im_end|>"
+_VOCABULARY: dict[str, int] = {END_OF_TURN: 0}  # piece -> the sample's made-up token id
+
+
+def sample_tokens(text: str, called: bool) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The sample's token ids of a completion (four-character pieces, then the end of turn) and their
+    made-up sampler log-probs: -0.03, less 0.8 per digit, less 2.5 on the first token of a turn with no
+    tool call; the end of turn -0.01."""
+    pieces = [text[start : start + 4] for start in range(0, len(text), 4)]
+    ids = tuple(_VOCABULARY.setdefault(piece, len(_VOCABULARY)) for piece in [*pieces, END_OF_TURN])
+    logprobs = [-0.03 - 0.8 * sum(c.isdigit() for c in piece) for piece in pieces]
+    if logprobs and not called:
+        logprobs[0] -= 2.5
+    return ids, (*logprobs, -0.01)
+
+
+def sample_pieces(ids: Sequence[int]) -> list[str]:
+    """The `TokenPieces` of `sample_tokens`' ids."""
+    pieces = {token: piece for piece, token in _VOCABULARY.items()}
+    return [pieces[token] for token in ids]
+
+
 def make_turn(
     index: int, text: str, call: ToolCall | None, observation: str, reward: float, state: str
 ) -> Turn:
+    ids, logprobs = sample_tokens(text, called=call is not None)
     return Turn(
         index=index,
         prompt_ids=tuple(range(40 if index == 0 else 12)),
-        completion_ids=tuple(range(len(text) // 4 + 1)),
-        completion_logprobs=tuple(-0.5 for _ in range(len(text) // 4 + 1)),
+        completion_ids=ids,
+        completion_logprobs=logprobs,
         text=text,
         action=Action(text, (call,) if call else (), None if call else f"no {TOOL_CALL_OPEN} block"),
         observation=observation,
@@ -146,7 +172,7 @@ def task_draws(step: int, episodes: Sequence[Episode]) -> list[dict[str, object]
 def record_sample_run(store: Store, name: str = "sample-calc", eval_temperature: float = 0.0) -> str:
     """Record the whole sample run; return its id."""
     run_id = create_run(store, name, "calc", sample_config(eval_temperature))
-    with StoreWriter(store) as writer:
+    with StoreWriter(store, token_pieces=sample_pieces) as writer:
         for step in (0, STEPS):
             evals = [sample_episode(step, task, 0, split="eval") for task in SAMPLE_TASKS]
             writer.record_episodes(run_id, step, "eval", evals, None)

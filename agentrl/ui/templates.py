@@ -12,6 +12,7 @@ from jinja2 import DictLoader, Environment, select_autoescape
 from agentrl.ui.analysis_templates import TEMPLATES as ANALYSIS_TEMPLATES
 from agentrl.ui.paging import PAGING
 from agentrl.ui.search import SEARCH, SEARCH_FORM
+from agentrl.ui.tokens import TOKENS, TOKENS_CSS
 from agentrl.ui.tree import TREE
 
 BASE = """<!doctype html>
@@ -37,6 +38,7 @@ h2 { margin-top: 1.2em; } .charts { display: flex; flex-wrap: wrap; gap: 12px; }
 .pager { font-size: 13px; color: #444; } a.sort { color: #222; text-decoration: none; } .refresh { font-size: 12.5px; color: #777; }
 form.search { font-size: 13px; margin: .6em 0; } td.snippet code { white-space: pre-wrap; font-size: 12.5px; }
 {% include "analysis.css" %}
+{% include "tokens.css" %}
 </style></head>
 <body><nav class="crumbs"><a href="/">runs</a>{% block crumbs %}{% endblock %}</nav>
 {% block body %}{% endblock %}
@@ -165,6 +167,7 @@ prompt tokens in all. {% endif %}Tool calls below are re-parsed from the assista
 {% with f = finishes[t.index] %}· finish <span class="finish{{ '' if f.stored else ' inferred' }}" title="{{ "the engine's finish reason" if f.stored else "inferred from the token count, the text and the run's sampling config (stored before finish reasons were kept)" }}">{{ f.reason }}{{ "" if f.stored else " (inferred)" }}</span>{% endwith %}</div>
 <div class="msg assistant"><b>assistant</b>
 {{ t.text }}</div>
+{% include "tokens.html" %}
 {% for name, arguments in calls[t.index].calls %}<div class="msg call"><b>tool call · {{ name }}</b>
 {{ arguments }}</div>{% endfor %}
 {% if calls[t.index].error %}<div class="msg call bad"><b>parse error</b> {{ calls[t.index].error }}</div>{% endif %}
@@ -200,6 +203,8 @@ def environment() -> Environment:
             "paging.html": PAGING,
             "search.html": SEARCH,
             "search_form.html": SEARCH_FORM,
+            "tokens.html": TOKENS,
+            "tokens.css": TOKENS_CSS,
             **ANALYSIS_TEMPLATES,
         }
     )

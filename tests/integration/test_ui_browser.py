@@ -240,6 +240,12 @@ def test_compare_held_out_and_credit_in_chromium(two_runs: tuple[str, Path], tmp
             assert not page.locator(".prompt-tool").first.is_visible()  # folded until asked for
             page.locator("#prompt > summary").click()
             assert "Run Python code" in page.locator(".prompt-tool").first.inner_text()
+            strip = page.locator("#tokens-1")  # the invalid turn's sampled tokens, folded until asked for
+            assert not strip.locator("div.tokens").is_visible()
+            strip.locator("summary").click()
+            first = strip.locator("div.tokens span").first
+            assert first.inner_text() == "The " and "p 0.080" in (first.get_attribute("title") or "")
+            assert strip.locator("table.lowest-tokens code").all_inner_texts() == ["The ", "s 42"]
         finally:
             browser.close()
 

@@ -86,9 +86,17 @@ def test_train_two_steps_writes_rows_to_the_store(repo_root: Path, tmp_path: Pat
         finishes = {row[0] for row in conn.execute("select finish_reason from turns")}
         prompts = conn.execute("select count(*) from prompts").fetchone()[0]
         unprompted = conn.execute("select count(*) from episodes where prompt_id is null").fetchone()[0]
+        sampled = conn.execute(
+            "select completion_tokens, token_pieces, length(token_logprobs) from turns"
+        ).fetchall()
     assert counts["runs"] == 1 and status == "finished"
     assert finishes <= {"stop", "length"} and finishes  # the engine's, on every turn
     assert prompts == 1 and unprompted == 0  # calc's tools, stored once for every episode
+    # every turn's sampled tokens: the tokenizer's piece of each, and its float32 sampler log-prob
+    assert sampled and all(
+        count == 0 or (len(json.loads(pieces)) == count and size == 4 * count)
+        for count, pieces, size in sampled
+    )
     # 2 eval episodes before, 2 after, 2 steps x 2 tasks x 2 members
     assert counts["episodes"] == 2 + 2 + 8
     assert counts["turns"] >= counts["episodes"]
