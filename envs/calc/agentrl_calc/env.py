@@ -17,6 +17,12 @@ that ran code printing the same thing are in the same state, and the first state
 for every episode of a task, whatever it answered before (the key holds the part index, not the answers).
 Files the agent writes into the sandbox's /work are not part of the key (grading never reads them).
 
+Repeats (`end_part_on_repeat=True`, off by default): a turn whose tool call is the same as the turn before it
+in the same part (same tool, same arguments) is not run; it ends the part as not answered, with the
+observation `REPEAT_ENDS_PART` (or the next part's question). The calc-chain failure count showed the base
+model spending a part's budget on one broken call repeated word for word; this makes the first repeat cost
+the part at once.
+
 Fork: "sandbox": the episode's state is copied, and once python has run, the sandbox is forked (a copy of
 its /work in a sandbox of the pool, `DockerSandbox.fork`), so a snippet that reads a file an earlier one
 wrote reads the same in the fork.
@@ -24,6 +30,7 @@ wrote reads the same in the fork.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
@@ -193,6 +200,17 @@ def few_shot_examples(parts: int = 1) -> tuple[dict[str, Any], ...]:
     return tuple(messages)
 
 
+REPEAT_ENDS_PART = "The same call as your last one: this part is over, unanswered."
+
+
+def call_signature(action: Action) -> tuple[tuple[str, str], ...] | str:
+    """What makes two turns the same call: each tool call's name and canonical JSON arguments, or the
+    stripped text of a turn with no call; pure."""
+    if not action.tool_calls:
+        return action.text.strip()
+    return tuple((call.name, json.dumps(dict(call.arguments), sort_keys=True)) for call in action.tool_calls)
+
+
 class _Outcome(NamedTuple):
     observation: str
     reward: float
@@ -215,9 +233,12 @@ class CalcEnv(Env):
         sandbox_labels: Mapping[str, str] | None = None,
         pool_size: int = 8,
         parts: int = 1,
+        end_part_on_repeat: bool = False,
     ) -> None:
         """max_steps: the turn budget of each part. pool_size: warm sandboxes kept in the process-wide pool
-        (0: a fresh container per episode). parts: questions per episode (a calc-chain task has this many)."""
+        (0: a fresh container per episode). parts: questions per episode (a calc-chain task has this many).
+        end_part_on_repeat: a call repeating the part's last call ends the part unanswered (module
+        docstring)."""
         super().__init__()
         if parts < 1 or max_steps < 1:
             raise EnvError(f"parts and max_steps must be >= 1, got parts={parts} max_steps={max_steps}")
@@ -226,6 +247,7 @@ class CalcEnv(Env):
         self.max_steps = max_steps
         self.pool_size = pool_size
         self.parts = parts
+        self.end_part_on_repeat = end_part_on_repeat
         self.examples = few_shot_examples(parts)
         self._sandbox: DockerSandbox | None = None
         self._task: dict[str, Any] | None = None
@@ -234,6 +256,7 @@ class CalcEnv(Env):
         self._part = 0
         self._steps = 0  # turns taken in the current part
         self._correct: list[bool] = []
+        self._last_call: tuple[tuple[str, str], ...] | str | None = None  # the part's last call
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -247,7 +270,7 @@ class CalcEnv(Env):
         else:
             self._task = validate_task(task) if self.parts == 1 else validate_chain(task, self.parts)
         self._questions, self._answers = chain_of(self._task)
-        self._part, self._steps, self._correct = 0, 0, []
+        self._part, self._steps, self._correct, self._last_call = 0, 0, [], None
         observation = part_observation(self._questions[0], 0, self.parts)
         return observation, {"state_key": self._key(observation), "task_id": self._task["id"]}
 
@@ -256,14 +279,21 @@ class CalcEnv(Env):
         assert task is not None  # Env's guard: step() runs only after a successful reset()
         self._steps += 1
         part = self._part
-        outcome = self._dispatch(action, self._answers[part])
-        part_over = outcome.terminated or self._steps >= self.max_steps
+        previous, signature = self._last_call, call_signature(action)
+        self._last_call = signature
+        repeated = self.end_part_on_repeat and self._steps > 1 and signature == previous
+        outcome = (
+            _Outcome(REPEAT_ENDS_PART, 0.0, False, {"repeated_call": True})
+            if repeated
+            else self._dispatch(action, self._answers[part])
+        )
+        part_over = repeated or outcome.terminated or self._steps >= self.max_steps
         if part_over and "success" not in outcome.info:
             self._correct.append(False)  # the part's budget ran out without a submit
         episode_over = part_over and part + 1 == self.parts
         observation, terminated = outcome.observation, outcome.terminated and episode_over
         if part_over and not episode_over:
-            self._part, self._steps = part + 1, 0
+            self._part, self._steps, self._last_call = part + 1, 0, None
             observation = part_observation(self._questions[part + 1], part + 1, self.parts)
         info = {
             "state_key": self._key(observation),

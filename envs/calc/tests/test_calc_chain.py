@@ -93,6 +93,21 @@ def test_the_last_parts_budget_ends_the_episode_truncated() -> None:
     assert result.truncated and not result.terminated and result.info["parts_correct"] == 1
 
 
+def test_a_repeated_call_ends_the_part_unanswered_only_when_asked() -> None:
+    env = CalcEnv(parts=3, max_steps=3, end_part_on_repeat=True)
+    env.reset(options={"task": CHAIN})
+    first = env.step(Action(text="hmm"))
+    repeat = env.step(Action(text=" hmm "))  # the same turn again (no call: its text, stripped)
+    assert first.info["invalid"] is True and repeat.info["part"] == 0 and repeat.info["part_correct"] is None
+    assert repeat.observation == part_observation(CHAIN["questions"][1], 1, 3) and repeat.reward == 0.0
+    env.step(submit("93"))  # a wrong submit, then the same call at the start of part 3 is no repeat
+    assert env.step(submit("93")).info["part"] == 2
+    plain = CalcEnv(parts=3, max_steps=3)  # off by default: the repeat is played as any turn
+    plain.reset(options={"task": CHAIN})
+    plain.step(Action(text="hmm"))
+    assert plain.step(Action(text="hmm")).info["part"] == 0 and plain._part == 0
+
+
 def test_one_part_is_the_calc_env_unchanged() -> None:
     env = CalcEnv()
     observation, _ = env.reset(options={"task": {"id": "t", "question": "What is 2 * 3?", "answer": "6"}})
