@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -43,6 +44,21 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@contextmanager
+def chromium_page(width: int, height: int) -> Iterator[Any]:
+    """A headless Chromium page (Debian's chromium through playwright), closed on exit; skips the test where
+    either is missing."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed; run scripts/setup_extras.sh (as root)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the [dev] extra)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": width, "height": height})
+        finally:
+            browser.close()
 
 
 @pytest.fixture
@@ -107,42 +123,34 @@ def serve(store_url: str, tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.slow
 def test_click_through_to_an_episode(viewer: str, tmp_path: Path) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed; run scripts/setup_extras.sh (as root)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the [dev] extra)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1000, "height": 1000})
-            page.goto(viewer + "/")
-            assert page.locator("#runs tr").count() == 2  # header + the sample run
-            page.get_by_role("link", name="sample-calc").click()
+    with chromium_page(width=1000, height=1000) as page:
+        page.goto(viewer + "/")
+        assert page.locator("#runs tr").count() == 2  # header + the sample run
+        page.get_by_role("link", name="sample-calc").click()
 
-            assert page.locator("h1").inner_text() == "sample-calc"
-            assert page.locator("svg.chart").count() == 10  # every metric the sample run logged
-            page.locator("#steps").get_by_role("link", name="step 1").first.click()
+        assert page.locator("h1").inner_text() == "sample-calc"
+        assert page.locator("svg.chart").count() == 10  # every metric the sample run logged
+        page.locator("#steps").get_by_role("link", name="step 1").first.click()
 
-            assert page.locator("h1").inner_text().startswith("Step 1")
-            assert page.locator("h2.group").count() == 2
-            page.get_by_role("link", name="invalid actions").click()
-            assert "2 of 6 episodes" in page.locator("p.meta").inner_text()
-            page.locator("table.episodes a").first.click()
+        assert page.locator("h1").inner_text().startswith("Step 1")
+        assert page.locator("h2.group").count() == 2
+        page.get_by_role("link", name="invalid actions").click()
+        assert "2 of 6 episodes" in page.locator("p.meta").inner_text()
+        page.locator("table.episodes a").first.click()
 
-            assert page.locator("h1").inner_text() == "Episode train-1-calc-17-1"
-            turns = page.locator("div.turn")
-            assert turns.count() == 3
-            assert "invalid" in (turns.nth(1).get_attribute("class") or "")
-            assert "tool call · python" in turns.nth(0).inner_text()
-            assert page.locator("span.pos").count() >= 3  # positive advantages of a successful episode
-            assert page.locator("b.anchor-size").first.inner_text() == "3"
-            assert "exit_code=0" in page.locator("div.exec-log").first.inner_text()  # the env's exec log
-            assert "What is" in page.locator("#first-observation").inner_text()
-            page.screenshot(path=str(tmp_path / "viewer.png"))
+        assert page.locator("h1").inner_text() == "Episode train-1-calc-17-1"
+        turns = page.locator("div.turn")
+        assert turns.count() == 3
+        assert "invalid" in (turns.nth(1).get_attribute("class") or "")
+        assert "tool call · python" in turns.nth(0).inner_text()
+        assert page.locator("span.pos").count() >= 3  # positive advantages of a successful episode
+        assert page.locator("b.anchor-size").first.inner_text() == "3"
+        assert "exit_code=0" in page.locator("div.exec-log").first.inner_text()  # the env's exec log
+        assert "What is" in page.locator("#first-observation").inner_text()
+        page.screenshot(path=str(tmp_path / "viewer.png"))
 
-            page.locator("div.turn").nth(1).get_by_role("link").first.click()  # follow an anchor-group link
-            assert page.url.split("#")[-1].startswith("turn-")
-        finally:
-            browser.close()
+        page.locator("div.turn").nth(1).get_by_role("link").first.click()  # follow an anchor-group link
+        assert page.url.split("#")[-1].startswith("turn-")
     assert (tmp_path / "viewer.png").stat().st_size < 400_000
 
 
@@ -186,113 +194,92 @@ def test_compare_held_out_and_credit_in_chromium(two_runs: tuple[str, Path], tmp
     """Runs list -> tick two runs -> compare (overlaid charts, config diff) -> held-out per task (counts
     match the store) -> a run's charts (a point per stored metric value, hover titles) -> step (group
     summaries, anchor groups) -> episode (the return as used)."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed; run scripts/setup_extras.sh (as root)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the [dev] extra)")
     base, db = two_runs
     with sqlite3.connect(db) as conn:
         points = conn.execute(
             "select count(*) from metrics where value is not null and run_id = (select id from runs where "
             "name = 'sample-calc')"
         ).fetchone()[0]
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 1000})
-            page.goto(base + "/")
-            assert "0.0, 0.7" in page.locator("#temperature-note").inner_text()
-            for box in page.locator("#runs input[type=checkbox]").all():
-                box.check()
-            page.locator("#compare-runs").click()
+    with chromium_page(width=1100, height=1000) as page:
+        page.goto(base + "/")
+        assert "0.0, 0.7" in page.locator("#temperature-note").inner_text()
+        for box in page.locator("#runs input[type=checkbox]").all():
+            box.check()
+        page.locator("#compare-runs").click()
 
-            assert page.locator("h1").inner_text() == "Compare 2 runs"
-            assert page.locator("svg.chart polyline").count() >= 2 * 10
-            assert "eval.temperature" in page.locator("#config-diff").inner_text()
-            page.locator("#heldout-link").click()
+        assert page.locator("h1").inner_text() == "Compare 2 runs"
+        assert page.locator("svg.chart polyline").count() >= 2 * 10
+        assert "eval.temperature" in page.locator("#config-diff").inner_text()
+        page.locator("#heldout-link").click()
 
-            assert page.locator("h1").inner_text() == "Held-out per task"
-            shown = {
-                c: int(page.locator(f"#count-{c}").inner_text())
-                for c in ("both", "gained", "lost", "neither")
-            }
-            first, second = re.findall(
-                r"(sample-calc(?:-hot)?) \(", page.locator("#evaluations").inner_text()
-            )
-            assert shown == stored_pairs(db, first, second)
-            assert page.locator("#temperature-warning").count() == 1
-            assert page.locator("tr.change-gained").count() == shown["gained"]
-            page.screenshot(path=str(tmp_path / "heldout.png"))
+        assert page.locator("h1").inner_text() == "Held-out per task"
+        shown = {
+            c: int(page.locator(f"#count-{c}").inner_text()) for c in ("both", "gained", "lost", "neither")
+        }
+        first, second = re.findall(r"(sample-calc(?:-hot)?) \(", page.locator("#evaluations").inner_text())
+        assert shown == stored_pairs(db, first, second)
+        assert page.locator("#temperature-warning").count() == 1
+        assert page.locator("tr.change-gained").count() == shown["gained"]
+        page.screenshot(path=str(tmp_path / "heldout.png"))
 
-            page.get_by_role("link", name=re.compile(r"^sample-calc \(")).first.click()
-            assert page.locator("h1").inner_text() == "sample-calc"
-            assert page.locator("circle.pt").count() == points  # one point per stored metric value
-            assert "step" in (page.locator("circle.pt title").first.text_content() or "")
-            assert page.locator("#credit b.estimator").inner_text() == "gigpo"
-            page.locator("#steps").get_by_role("link", name="step 1").first.click()
+        page.get_by_role("link", name=re.compile(r"^sample-calc \(")).first.click()
+        assert page.locator("h1").inner_text() == "sample-calc"
+        assert page.locator("circle.pt").count() == points  # one point per stored metric value
+        assert "step" in (page.locator("circle.pt title").first.text_content() or "")
+        assert page.locator("#credit b.estimator").inner_text() == "gigpo"
+        page.locator("#steps").get_by_role("link", name="step 1").first.click()
 
-            assert page.locator("p.group-summary").count() == 2
-            assert page.locator("table.anchor-set").count() >= 2
-            assert page.locator("td.return-used").count() == 6  # the infrastructure failure shows a dash
-            page.get_by_role("link", name="invalid actions").click()
-            page.locator("table.episodes a").first.click()
-            assert "+0.900" in page.locator("#return-used").inner_text()
-            assert page.locator("span.finish").first.inner_text() == "stop string </tool_call>"
-            assert not page.locator(".prompt-tool").first.is_visible()  # folded until asked for
-            page.locator("#prompt > summary").click()
-            assert "Run Python code" in page.locator(".prompt-tool").first.inner_text()
-            strip = page.locator("#tokens-1")  # the invalid turn's sampled tokens, folded until asked for
-            assert not strip.locator("div.tokens").is_visible()
-            strip.locator("summary").click()
-            first = strip.locator("div.tokens span").first
-            assert first.inner_text() == "The " and "p 0.080" in (first.get_attribute("title") or "")
-            assert strip.locator("table.lowest-tokens code").all_inner_texts() == ["The ", "s 42"]
-        finally:
-            browser.close()
+        assert page.locator("p.group-summary").count() == 2
+        assert page.locator("table.anchor-set").count() >= 2
+        assert page.locator("td.return-used").count() == 6  # the infrastructure failure shows a dash
+        page.get_by_role("link", name="invalid actions").click()
+        page.locator("table.episodes a").first.click()
+        assert "+0.900" in page.locator("#return-used").inner_text()
+        assert page.locator("span.finish").first.inner_text() == "stop string </tool_call>"
+        assert not page.locator(".prompt-tool").first.is_visible()  # folded until asked for
+        page.locator("#prompt > summary").click()
+        assert "Run Python code" in page.locator(".prompt-tool").first.inner_text()
+        strip = page.locator("#tokens-1")  # the invalid turn's sampled tokens, folded until asked for
+        assert not strip.locator("div.tokens").is_visible()
+        strip.locator("summary").click()
+        first = strip.locator("div.tokens span").first
+        assert first.inner_text() == "The " and "p 0.080" in (first.get_attribute("title") or "")
+        assert strip.locator("table.lowest-tokens code").all_inner_texts() == ["The ", "s 42"]
 
 
 @pytest.mark.slow
 def test_sort_page_and_search_in_chromium(viewer: str) -> None:
     """Run page -> sort the steps by success -> an evaluation step as one table (sorted by reward) -> a
     training step one task group a page (next) -> search by task id and by text from the run page."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed; run scripts/setup_extras.sh (as root)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the [dev] extra)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1000, "height": 1000})
-            page.goto(viewer + "/")
-            page.get_by_role("link", name="sample-calc").click()
-            page.locator("#steps a.sort", has_text="success").click()
-            page.locator("#steps a.sort", has_text="success").click()  # a second click: descending
-            rates = [float(cell) for cell in page.locator("#steps tr td:nth-child(5)").all_inner_texts()]
-            assert rates == sorted(rates, reverse=True) and len(rates) == 5
-            page.locator("#steps").get_by_role("link", name="step 0").click()
+    with chromium_page(width=1000, height=1000) as page:
+        page.goto(viewer + "/")
+        page.get_by_role("link", name="sample-calc").click()
+        page.locator("#steps a.sort", has_text="success").click()
+        page.locator("#steps a.sort", has_text="success").click()  # a second click: descending
+        rates = [float(cell) for cell in page.locator("#steps tr td:nth-child(5)").all_inner_texts()]
+        assert rates == sorted(rates, reverse=True) and len(rates) == 5
+        page.locator("#steps").get_by_role("link", name="step 0").click()
 
-            assert page.locator("h1").inner_text().startswith("Step 0")
-            assert page.locator("#eval-episodes tr").count() == 3 and page.locator("h2.group").count() == 0
-            page.locator("#eval-episodes a.sort", has_text="reward").click()
-            assert page.locator("#eval-episodes tr td:nth-child(2)").all_inner_texts() == [
-                "calc-42",
-                "calc-17",
-            ]
+        assert page.locator("h1").inner_text().startswith("Step 0")
+        assert page.locator("#eval-episodes tr").count() == 3 and page.locator("h2.group").count() == 0
+        page.locator("#eval-episodes a.sort", has_text="reward").click()
+        assert page.locator("#eval-episodes tr td:nth-child(2)").all_inner_texts() == [
+            "calc-42",
+            "calc-17",
+        ]
 
-            page.goto(page.url.split("/steps/")[0] + "/steps/1?split=train&limit=1")
-            assert (
-                page.locator("h2.group").count() == 1 and "calc-17" in page.locator("h2.group").inner_text()
-            )
-            page.locator("p.pager a[rel=next]").first.click()
-            assert "calc-42" in page.locator("h2.group").inner_text()
+        page.goto(page.url.split("/steps/")[0] + "/steps/1?split=train&limit=1")
+        assert page.locator("h2.group").count() == 1 and "calc-17" in page.locator("h2.group").inner_text()
+        page.locator("p.pager a[rel=next]").first.click()
+        assert "calc-42" in page.locator("h2.group").inner_text()
 
-            page.locator("nav.crumbs a").nth(1).click()  # back to the run
-            page.locator("form.search input[name=task]").fill("calc-42")
-            page.locator("form.search button").click()
-            assert page.locator("#task-results tr").count() == 1 + 11  # header + calc-42's episodes
-            page.locator("form.search input[name=task]").fill("")
-            page.locator("form.search input[name=q]").fill("wrong: 56")
-            page.locator("form.search button").click()
-            assert page.locator("#text-results tr").count() >= 2
-            page.locator("#text-results a").first.click()
-            assert page.url.split("#")[-1] == "turn-1" and "wrong: 56" in page.locator("#turn-1").inner_text()
-        finally:
-            browser.close()
+        page.locator("nav.crumbs a").nth(1).click()  # back to the run
+        page.locator("form.search input[name=task]").fill("calc-42")
+        page.locator("form.search button").click()
+        assert page.locator("#task-results tr").count() == 1 + 11  # header + calc-42's episodes
+        page.locator("form.search input[name=task]").fill("")
+        page.locator("form.search input[name=q]").fill("wrong: 56")
+        page.locator("form.search button").click()
+        assert page.locator("#text-results tr").count() >= 2
+        page.locator("#text-results a").first.click()
+        assert page.url.split("#")[-1] == "turn-1" and "wrong: 56" in page.locator("#turn-1").inner_text()

@@ -279,9 +279,10 @@ class CalcEnv(Env):
         assert task is not None  # Env's guard: step() runs only after a successful reset()
         self._steps += 1
         part = self._part
-        previous, signature = self._last_call, call_signature(action)
-        self._last_call = signature
-        repeated = self.end_part_on_repeat and self._steps > 1 and signature == previous
+        repeated = False
+        if self.end_part_on_repeat:  # off by default: no signature work on the ordinary path
+            previous, self._last_call = self._last_call, call_signature(action)
+            repeated = self._steps > 1 and self._last_call == previous
         outcome = (
             _Outcome(REPEAT_ENDS_PART, 0.0, False, {"repeated_call": True})
             if repeated
