@@ -15,6 +15,10 @@ What this is: two measurements of the base model (SmolLM2-135M-Instruct) on `con
    (among turns where either is non-zero), and the same for GiGPO's episode term alone (`step_weight=0`),
    so the step term's own contribution is visible. Near-collinear vectors would mean this task cannot
    separate the estimators.
+3. **Where a step-level estimator has something per part to compare**, on the same batch
+   (`part_start_signal`): at the first turn of each later part every member of a group is in one state
+   (the env's state key is the part index, not the answers); of those anchor groups, how many have unequal
+   returns to go (the part's and later parts' rewards; earlier parts' luck is already in the past).
 
 What this is not: a training run, or a test of the estimators' code (tests/unit covers that). The engine's
 seeded samples depend on what else is in its batch (docs/scaling.md), so a repeat of this script
@@ -117,7 +121,44 @@ def compare_advantages(first: np.ndarray, second: np.ndarray) -> dict[str, float
     }
 
 
-def advantage_comparison(episodes: Sequence[Episode]) -> dict[str, Any]:
+def returns_to_go_at_part_starts(episode: Episode, parts: int) -> dict[int, float]:
+    """Per later part k (1 .. parts-1) the episode reached: the sum of its env rewards from part k's first
+    turn on, i.e. what GiGPO's step term compares at the state every group member shares there."""
+    starts: dict[int, int] = {}
+    for index, turn in enumerate(episode.turns):
+        starts.setdefault(int(turn.info.get("part", 0)), index)
+    return {
+        part: float(sum(turn.reward for turn in episode.turns[index:]))
+        for part, index in starts.items()
+        if 0 < part < parts
+    }
+
+
+def part_start_signal(episodes: Sequence[Episode], parts: int) -> dict[str, Any]:
+    """Of the (group, later part) anchor groups with at least two members, how many have unequal returns to
+    go, per part and overall: the groups where a step-level estimator has something per part to compare."""
+    by_anchor: dict[tuple[str, int], list[float]] = {}
+    for episode in episodes:
+        for part, value in returns_to_go_at_part_starts(episode, parts).items():
+            by_anchor.setdefault((episode.group_id, part), []).append(value)
+    usable = {key: values for key, values in by_anchor.items() if len(values) > 1}
+    per_part = {
+        str(part): {
+            "anchor_groups": sum(key[1] == part for key in usable),
+            "with_signal": sum(key[1] == part and len(set(v)) > 1 for key, v in usable.items()),
+        }
+        for part in range(1, parts)
+    }
+    with_signal = sum(len(set(values)) > 1 for values in usable.values())
+    return {
+        "anchor_groups": len(usable),
+        "with_signal": with_signal,
+        "share_with_signal": with_signal / len(usable) if usable else 0.0,
+        "by_part": per_part,
+    }
+
+
+def advantage_comparison(episodes: Sequence[Episode], parts: int = 1) -> dict[str, Any]:
     """GRPO's and GiGPO's per-turn advantages on one batch, compared (see the module docstring)."""
     usable = [episode for episode in episodes if not episode.is_infra_failure]
     batch = episodes_to_batch(usable)
@@ -137,6 +178,7 @@ def advantage_comparison(episodes: Sequence[Episode]) -> dict[str, Any]:
         "grpo_vs_gigpo": compare_advantages(grpo, gigpo),
         "grpo_vs_gigpo_episode_term": compare_advantages(grpo, gigpo_episode_term),
         "gigpo_episode_term_vs_gigpo": compare_advantages(gigpo_episode_term, gigpo),
+        "part_start_signal": part_start_signal(usable, parts),
         "advantages": {
             "grpo": [round(float(value), 4) for value in grpo],
             "gigpo": [round(float(value), 4) for value in gigpo],
@@ -175,7 +217,7 @@ async def measure(
                 "temperature": config.sampling.temperature,
                 "tasks_per_step": config.train.tasks_per_step,
                 "group_size": config.train.group_size,
-                **advantage_comparison(episodes),
+                **advantage_comparison(episodes, parts),
                 "wall_s": round(time.perf_counter() - started, 1),
             }
     return {"evaluations": evaluations, "batch": comparison}

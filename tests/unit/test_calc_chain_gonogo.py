@@ -12,7 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from calc_chain_gonogo import best_decoding, compare_advantages, part_outcomes, success_summary  # noqa: E402
+from calc_chain_gonogo import (  # noqa: E402
+    best_decoding,
+    compare_advantages,
+    part_outcomes,
+    part_start_signal,
+    returns_to_go_at_part_starts,
+    success_summary,
+)
 
 
 def test_a_part_is_right_only_if_its_submit_was() -> None:
@@ -49,3 +56,31 @@ def test_the_best_decoding_prefers_the_lower_temperature_on_a_tie() -> None:
         {"temperature": 0.0, "per_part_success": 0.4},
     ]
     assert best_decoding(evaluations) == {"temperature": 0.0, "per_part_success": 0.4}
+
+
+def _episode(group: str, turns: list[tuple[int, float]]) -> SimpleNamespace:
+    """A fake episode of (part, reward) turns: pure logic, no model or env."""
+    steps = [SimpleNamespace(info={"part": part}, reward=reward) for part, reward in turns]
+    return SimpleNamespace(group_id=group, turns=steps)
+
+
+def test_returns_to_go_start_at_each_later_parts_first_turn() -> None:
+    episode = _episode("g", [(0, 0.0), (0, 1.0), (1, 0.0), (1, 0.0), (2, 1.0)])
+    assert returns_to_go_at_part_starts(episode, 3) == {1: 1.0, 2: 1.0}
+    assert returns_to_go_at_part_starts(_episode("g", [(0, 1.0)]), 3) == {}  # never reached part 1
+
+
+def test_part_start_signal_ignores_earlier_luck_and_counts_unequal_anchor_groups() -> None:
+    episodes = [
+        _episode("a", [(0, 1.0), (1, 0.0), (2, 1.0)]),
+        _episode("a", [(0, 0.0), (1, 0.0), (2, 1.0)]),  # part 0 differs, parts 1-2 the same: no signal
+        _episode("b", [(0, 0.0), (1, 1.0), (2, 0.0)]),
+        _episode("b", [(0, 0.0), (1, 0.0), (2, 0.0)]),
+        _episode("c", [(0, 0.0), (1, 0.0), (2, 0.0)]),  # alone in its group: not an anchor group
+    ]
+    signal = part_start_signal(episodes, 3)
+    assert signal["anchor_groups"] == 4 and signal["with_signal"] == 1
+    assert signal["by_part"] == {
+        "1": {"anchor_groups": 2, "with_signal": 1},
+        "2": {"anchor_groups": 2, "with_signal": 0},
+    }
