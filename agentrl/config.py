@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from agentrl.agent.engines.base import SamplingParams
-from agentrl.agent.engines.configs import EngineConfig
+from agentrl.agent.engines.configs import ENTROPY_KINDS, EngineConfig
 from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.client import ClientConfig
 from agentrl.credit.answer import AnswerProbConfig
@@ -282,6 +282,12 @@ class RunConfig:
                 raise ConfigError(str(exc)) from exc
         if tree.enabled and self.trainer.async_mode:
             raise ConfigError("rollout.tree runs in sync mode only; set trainer.async_mode=false")
+        if tree.enabled and tree.branch_on == "entropy" and self.engine.kind not in ENTROPY_KINDS:
+            raise ConfigError(
+                f"rollout.tree.branch_on=entropy needs the first token's entropy, which engine.kind="
+                f"{self.engine.kind} does not report (it returns only the sampled tokens' log-probs); use "
+                f"engine.kind {' or '.join(ENTROPY_KINDS[1:])}, or rollout.tree.branch_on=turns"
+            )
 
 
 def load_config(

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agentrl.agent.engines.base import Engine, SamplingParams
+from agentrl.agent.engines.base import Completion, Engine, SamplingParams
 from agentrl.agent.parsing import parse_turn
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
 from agentrl.agent.retry import RetryConfig, play_with_retries
@@ -139,16 +139,38 @@ async def take_turn(
 ) -> None:
     """One assistant turn of `walk` (its index is the number of turns so far); sets `walk.stop_reason` when
     the episode ends. An infrastructure failure propagates (the caller's session keeps it as data)."""
-    index = len(walk.turns)
     # 3. stop before a turn that might not fit the context budget
-    if len(walk.context) + len(walk.pending) + sampling.max_new_tokens > config.max_context_tokens:
+    if not fits_next_turn(walk, sampling, config):
         walk.stop_reason = "max_tokens"
         return
-
     # 4. sample the assistant turn from the exact token context
-    walk.context.extend(walk.pending)
+    completion = await sample_turn(engine, walk, sampling, sampler_seed)
+    # 5-6. the env answers it
+    await play_sampled(client, engine, walk, completion, config)
+
+
+def fits_next_turn(walk: Walk, sampling: SamplingParams, config: RolloutConfig) -> bool:
+    """Whether `walk`'s next turn (its prompt so far plus `max_new_tokens`) fits `max_context_tokens`."""
+    return len(walk.context) + len(walk.pending) + sampling.max_new_tokens <= config.max_context_tokens
+
+
+async def sample_turn(
+    engine: Engine, walk: Walk, sampling: SamplingParams, sampler_seed: int | None
+) -> Completion:
+    """`walk`'s next turn sampled from its exact token context (the tokens so far plus `pending`), the walk
+    left as it was: a tree rollout may branch it before the env sees the turn (agentrl/agent/tree.py)."""
+    index = len(walk.turns)
     params = sampling if sampler_seed is None else replace(sampling, seed=derive_seed(sampler_seed, index))
-    completion = await engine.generate(walk.context, params)
+    return await engine.generate([*walk.context, *walk.pending], params)
+
+
+async def play_sampled(
+    client: SessionClient, engine: Engine, walk: Walk, completion: Completion, config: RolloutConfig
+) -> None:
+    """Append `completion`, sampled for `walk`'s next turn, as that turn: the env answers it, the turn is
+    recorded and the observation becomes the next prompt (or the episode stops)."""
+    index = len(walk.turns)
+    walk.context.extend(walk.pending)
     walk.context.extend(completion.token_ids)
 
     # 5. parse it and let the env answer

@@ -12,6 +12,7 @@ What this is not: the players, the harness (`agentrl.harness.runner`) or its end
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -65,42 +66,89 @@ class HarnessConfig:
         return bool(self.target or self.command)
 
 
+BRANCH_ON = ("turns", "entropy")
+
+
 @dataclass(frozen=True)
 class TreeConfig:
     """Tree rollouts (`rollout.tree.*`, `agentrl/agent/tree.py`): each task's group is one tree of episodes
     that branch at forked env states instead of G independent episodes.
 
-    enabled:      play trees; the group is the tree's leaves, so `train.group_size` must equal
-                  `width ** len(branch_turns)`
-    branch_turns: the turns at which every branch forks, ascending (1: after the first turn, so siblings
-                  share turn 0 and its state); each must be below `rollout.max_turns`
-    width:        branches at each branch turn (the branch that goes on in the session, plus width - 1
-                  forks); 0 (the default): the one width that makes `train.group_size` leaves
+    enabled:           play trees; the group is the tree's leaves, so `train.group_size` must equal
+                       `width ** levels` (levels: the branch points on every root-to-leaf path)
+    branch_turns:      "turns" only: the turns at which every branch forks, ascending (1: after the first
+                       turn, so siblings share turn 0 and its state); each must be below `rollout.max_turns`
+    width:             branches at each branch point (the branch that goes on in the session, plus
+                       width - 1 forks); 0 (the default): the one width that makes `train.group_size` leaves
+    branch_on:         "turns": every branch forks at the fixed `branch_turns`; "entropy": each branch point
+                       is chosen while the branch plays, at the first turn in its window whose first token's
+                       entropy (`Completion.first_token_entropy`; the cached and hf engines report it)
+                       exceeds the tree's turn-0 value by more than `entropy_threshold`, else at the window's
+                       last turn (docs/tree_rollouts.md, "Branching on entropy")
+    branch_points:     "entropy" only: branch points on every root-to-leaf path (the levels)
+    min_turn:          "entropy" only: the earliest turn a branch point may be (>= 1: after a tool result)
+    max_turn:          "entropy" only: the last turn a branch point may be; 0: `rollout.max_turns` - 1. With
+                       several branch points, the k-th of L (from 1) must come by `max_turn - (L - k)` and
+                       the next one's window opens the turn after it
+    entropy_threshold: "entropy" only: nats by which a turn's first-token entropy must exceed the tree's
+                       turn-0 value for a branch to fire there (0: any rise)
     """
 
     enabled: bool = False
     branch_turns: tuple[int, ...] = (1,)
     width: int = 0
+    branch_on: str = "turns"
+    branch_points: int = 1
+    min_turn: int = 1
+    max_turn: int = 0
+    entropy_threshold: float = 0.0
 
     def __post_init__(self) -> None:
         turns = tuple(self.branch_turns)
+        if self.branch_on not in BRANCH_ON:
+            raise ValueError(
+                f"rollout.tree.branch_on={self.branch_on!r} is unknown; use one of {', '.join(BRANCH_ON)}"
+            )
         if self.width == 1 or self.width < 0:
             raise ValueError(
                 f"rollout.tree.width must be 0 (from train.group_size) or >= 2, got {self.width}"
             )
         if not turns or list(turns) != sorted(set(turns)) or turns[0] < 1:
             raise ValueError(f"rollout.tree.branch_turns must be distinct turns >= 1, ascending; got {turns}")
+        if self.branch_points < 1 or self.min_turn < 1:
+            raise ValueError(
+                f"rollout.tree.branch_points and rollout.tree.min_turn must be >= 1 (a branch point follows "
+                f"a tool result), got {self.branch_points} and {self.min_turn}"
+            )
+        if self.max_turn and self.max_turn < self.min_turn + self.branch_points - 1:
+            raise ValueError(
+                f"rollout.tree: turns {self.min_turn}..{self.max_turn} (min_turn..max_turn) cannot hold "
+                f"{self.branch_points} branch point(s) on a path; raise max_turn (0: rollout.max_turns - 1) "
+                "or lower branch_points"
+            )
+        if not math.isfinite(self.entropy_threshold):
+            raise ValueError(f"rollout.tree.entropy_threshold must be finite, got {self.entropy_threshold}")
+
+    @property
+    def levels(self) -> int:
+        """Branch points on every root-to-leaf path (of an episode that runs long enough to reach them)."""
+        return len(self.branch_turns) if self.branch_on == "turns" else self.branch_points
+
+    def last_turn(self, max_turns: int) -> int:
+        """The last turn a branch point may be on entropy, with `rollout.max_turns` = `max_turns`."""
+        return self.max_turn or max_turns - 1
 
     def width_for(self, group_size: int) -> int:
-        """The branches at each branch turn for groups of `group_size` leaves; ValueError when no width
+        """The branches at each branch point for groups of `group_size` leaves; ValueError when no width
         gives exactly that many."""
-        levels = len(self.branch_turns)
+        levels = self.levels
         width = self.width or round(group_size ** (1 / levels))
         if width < 2 or width**levels != group_size:
+            setting = "branch turn(s)" if self.branch_on == "turns" else "branch point(s) per path"
             raise ValueError(
-                f"rollout.tree: {levels} branch turn(s) of width {self.width or 'w'} cannot make "
+                f"rollout.tree: {levels} {setting} of width {self.width or 'w'} cannot make "
                 f"train.group_size={group_size} leaves; set train.group_size to a width ** {levels} "
-                "(e.g. 4 or 9 with two branch turns) or set rollout.tree.width"
+                f"(e.g. 4 or 9 with two {setting}) or set rollout.tree.width"
             )
         return width
 
@@ -141,8 +189,21 @@ class RolloutConfig:
                 "rollout.tree with rollout.harness: a harness keeps its own state outside agentrl, which a "
                 "fork cannot copy; turn one of them off"
             )
-        if self.tree.enabled and self.tree.branch_turns[-1] >= self.max_turns:
+        tree = self.tree
+        if tree.enabled and tree.branch_on == "turns" and tree.branch_turns[-1] >= self.max_turns:
             raise ValueError(
-                f"rollout.tree.branch_turns {self.tree.branch_turns} must be below rollout.max_turns "
+                f"rollout.tree.branch_turns {tree.branch_turns} must be below rollout.max_turns "
                 f"({self.max_turns})"
+            )
+        last = tree.last_turn(self.max_turns)
+        if tree.enabled and tree.branch_on == "entropy" and not tree.min_turn + tree.levels - 1 <= last:
+            raise ValueError(
+                f"rollout.tree: turns {tree.min_turn}..{last} (min_turn..max_turn) cannot hold "
+                f"{tree.levels} branch point(s); raise rollout.max_turns ({self.max_turns}), or lower "
+                "rollout.tree.min_turn or rollout.tree.branch_points"
+            )
+        if tree.enabled and tree.branch_on == "entropy" and last >= self.max_turns:
+            raise ValueError(
+                f"rollout.tree.max_turn ({last}) must be below rollout.max_turns ({self.max_turns}); "
+                "0 means rollout.max_turns - 1"
             )

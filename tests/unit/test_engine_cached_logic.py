@@ -7,6 +7,7 @@ strings, cancellation, weight updates, and the refusal of non-Llama models.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 
 import pytest
@@ -21,7 +22,7 @@ from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig, make_engine
 from agentrl.agent.engines.hf import HFEngine
 from agentrl.agent.engines.prefix_cache import PrefixCache, common_prefix_length, longest_common_prefix
-from agentrl.agent.engines.sampler import inverse_cdf, sample_next, top_p_filter
+from agentrl.agent.engines.sampler import inverse_cdf, sample_next, token_entropy, top_p_filter
 from agentrl.agent.engines.scheduler import prefill_groups
 from agentrl.errors import InvalidPrompt, ModelError
 
@@ -125,6 +126,33 @@ def test_sampler_greedy_rows_take_the_argmax_and_report_temperature_one_logprobs
 
 
 @pytest.mark.skipif(not kernels.native_cpu_bf16(), reason="oneDNN packs bf16 weights only on bf16 CPUs")
+def test_token_entropy_is_that_of_the_sampled_distribution_before_top_p() -> None:
+    vocab = 8
+    flat = torch.zeros(1, vocab)
+    assert torch.allclose(token_entropy(flat, torch.tensor([0.7])), torch.tensor([math.log(vocab)]))
+    masked = torch.tensor([[0.0, float("-inf"), float("-inf"), 0.0]])  # two tokens left: log 2, no NaN
+    assert torch.allclose(token_entropy(masked, torch.tensor([1.0])), torch.tensor([math.log(2)]))
+    logits = torch.randn(3, vocab)
+    temperatures = torch.tensor([0.5, 0.0, 2.0])  # the greedy row at T = 1, as its log-probs
+    scaled = torch.stack([logits[0] / 0.5, logits[1], logits[2] / 2.0])
+    expected = -(torch.softmax(scaled, -1) * torch.log_softmax(scaled, -1)).sum(-1)
+    assert torch.allclose(token_entropy(logits, temperatures), expected, atol=1e-6)
+
+
+def test_both_in_process_engines_report_the_first_tokens_entropy_from_the_models_logits(
+    engine: CachedEngine,
+) -> None:
+    batch = prompts(engine, count=3)
+    params = SamplingParams(temperature=0.8, max_new_tokens=3, stop=())
+    cached = engine.generate_batch(batch, params)
+    for prompt, completion in zip(batch, cached, strict=True):
+        with torch.no_grad():
+            logits = engine.model(torch.tensor([prompt])).logits[0, -1]
+        expected = float(token_entropy(logits[None], torch.tensor([0.8]))[0])
+        assert completion.first_token_entropy == pytest.approx(expected, abs=1e-4)
+        assert naive(engine, prompt, params).first_token_entropy == pytest.approx(expected, abs=1e-4)
+
+
 def test_prepacked_bf16_weights_give_the_same_logits_as_plain_ones() -> None:
     model = tiny_llama()
     packed = kernels.LlamaWeights.from_model(model, torch.bfloat16, pack=True)

@@ -56,6 +56,11 @@ class Completion:
     logprobs:      [C] sampler log-probabilities of `token_ids`
     finish_reason: "stop" (end of turn or stop string) or "length" (max_new_tokens reached)
     ended_turn:    True when the last token is the end-of-turn / eos token
+    first_token_entropy: entropy in nats of the distribution the first token was drawn from,
+                   softmax(logits / T) over the whole vocabulary before top-p (T = 1 for greedy, as for
+                   `logprobs`); reported by the engines that see the logits (cached, hf), None from those
+                   that return only the sampled tokens' log-probs (vllm, openai). Tree rollouts branch on it
+                   (`rollout.tree.branch_on=entropy`, agentrl/agent/tree.py)
     """
 
     token_ids: tuple[int, ...]
@@ -63,6 +68,7 @@ class Completion:
     text: str
     finish_reason: FinishReason
     ended_turn: bool
+    first_token_entropy: float | None = None
 
 
 class Engine(Protocol):

@@ -170,3 +170,6 @@ class EngineConfig:
 
 
 ENGINE_KINDS = ("auto", "cached", "hf", "vllm", "openai")
+ENTROPY_KINDS = ("auto", "cached", "hf")
+"""The engine kinds whose completions carry `first_token_entropy` (they see the logits; "auto" is one of
+the two); vllm and openai return only the sampled tokens' log-probs."""

@@ -7,7 +7,7 @@ the event loop keeps serving env I/O meanwhile. Each row is cut right after the 
 or right after the token that completes a stop string; the sampled tokens are kept, never re-tokenised.
 Log-probabilities are those of the sampler: log_softmax(logits / temperature) at the sampled ids (greedy
 decoding reports temperature 1). Top-k is disabled, so with top_p = 1 this is exactly the distribution
-sampled from.
+sampled from; `Completion.first_token_entropy` is the entropy of that distribution at the first token.
 
 The engine shares its weights with the trainer (`engine.model` is the module being optimised): no sync step.
 
@@ -27,6 +27,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from agentrl.agent.engines.base import Completion, InProcessWeights, SamplingParams
 from agentrl.agent.engines.configs import HFEngineConfig
 from agentrl.agent.engines.request_loop import Request, RequestLoop
+from agentrl.agent.engines.sampler import token_entropy
 from agentrl.agent.prompting import end_of_turn_ids
 from agentrl.cpu import native_cpu_bf16
 
@@ -123,8 +124,10 @@ class HFEngine(InProcessWeights):
             )
         new_tokens = output.sequences[:, input_ids.shape[1] :].cpu()
         logprobs = sampled_logprobs(output.logits, new_tokens, temperature)
+        first = output.logits[0].float().cpu()  # every prompt samples at least one token
+        entropies = token_entropy(first, torch.full((len(prompts),), temperature)).tolist()
         return [
-            self._completion(new_tokens[row].tolist(), logprobs[row].tolist(), params)
+            self._completion(new_tokens[row].tolist(), logprobs[row].tolist(), params, entropies[row])
             for row in range(len(prompts))
         ]
 
@@ -132,7 +135,9 @@ class HFEngine(InProcessWeights):
     def _autocast_cpu(self) -> bool:
         return self.config.autocast_bf16 and self.model.device.type == "cpu" and native_cpu_bf16()
 
-    def _completion(self, tokens: list[int], logprobs: list[float], params: SamplingParams) -> Completion:
+    def _completion(
+        self, tokens: list[int], logprobs: list[float], params: SamplingParams, first_token_entropy: float
+    ) -> Completion:
         end = cut_index(tokens, self.stop_ids, params.stop, self._decode)
         kept = tokens[:end]
         ended_turn = bool(kept) and kept[-1] in self.stop_ids
@@ -143,6 +148,7 @@ class HFEngine(InProcessWeights):
             text=str(self.tokenizer.decode(kept, skip_special_tokens=True)),
             finish_reason="stop" if stopped else "length",
             ended_turn=ended_turn,
+            first_token_entropy=first_token_entropy,
         )
 
     def _decode(self, tokens: Sequence[int]) -> str:

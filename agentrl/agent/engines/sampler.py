@@ -6,7 +6,8 @@ reaches `top_p` (at least one), the token is drawn by inverting the row's cumula
 at one uniform number from the global RNG (so `torch.manual_seed` makes runs repeatable), and temperature 0
 means argmax. The returned log-probability is log_softmax(logits / T) at the chosen token, before top-p
 (greedy rows report T = 1), exactly what `hf.sampled_logprobs` reports; the full-vocabulary log_softmax is
-computed once per step, and without top-p the sampling probabilities are its exponential.
+computed once per step, and without top-p the sampling probabilities are its exponential. `token_entropy`
+gives the entropy of that same distribution (the engines report it for a completion's first token).
 
 Why not `torch.multinomial`: on CPU it draws one exponential variate per vocabulary entry (an exponential
 race), several times slower than exp + cumsum + searchsorted (docs/benchmarks.md, "Figures behind design
@@ -52,6 +53,15 @@ def sample_next(
         tokens[sampled_rows] = inverse_cdf(probs, uniforms(own))
     logprobs = logprobs_all.gather(1, tokens[:, None]).squeeze(1)
     return tokens, logprobs
+
+
+def token_entropy(logits: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
+    """[B] entropy in nats of softmax(logits / T) for each row of `logits` [B, V], `temperatures` [B]: the
+    distribution `sample_next` draws from, before top-p; greedy rows (T <= 0) at T = 1, as their log-probs.
+    A masked (-inf) logit adds nothing."""
+    scale = torch.where(temperatures <= 0, torch.ones_like(temperatures), temperatures)
+    probs = torch.softmax(logits.float() / scale[:, None], dim=-1)
+    return torch.special.entr(probs).sum(dim=-1)
 
 
 def uniforms(generators: list[torch.Generator | None]) -> torch.Tensor:

@@ -3,7 +3,8 @@
 What this is: `BatchScheduler`. `submit` queues a request; each `step` (1) admits waiting requests into
 free batch rows: it copies the KV of their longest cached prefix into the row and prefills only the rest
 (requests arriving together first get their common prefix, e.g. system prompt + tools + few-shot examples,
-prefilled once), then samples their first token; (2) runs ONE batched decode step for every running row;
+prefilled once), then samples their first token (the entropy of its distribution is kept:
+`Completion.first_token_entropy`); (2) runs ONE batched decode step for every running row;
 (3) returns the sequences that finished (end-of-turn/eos token, stop string, or `max_new_tokens`), whose
 rows are freed at once for waiting requests. Rows are kept packed at the front of one KV tensor, each row's
 tokens at positions [0, length), so rows of different lengths decode together under a padding mask.
@@ -38,7 +39,7 @@ from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.configs import CachedEngineConfig, Precision
 from agentrl.agent.engines.prefix_cache import CacheEntry as PrefixCacheEntry
 from agentrl.agent.engines.prefix_cache import PrefixCache, longest_common_prefix
-from agentrl.agent.engines.sampler import sample_next
+from agentrl.agent.engines.sampler import sample_next, token_entropy
 from agentrl.errors import InvalidPrompt
 
 _CAPACITY_STEP = 128
@@ -66,6 +67,7 @@ class _Sequence:
     logprobs: list[float] = field(default_factory=list)
     generator: torch.Generator | None = None  # the request's own RNG when its params carry a seed
     exact_kv: bool = True  # every K/V position of the row so far came from the batch-invariant kernels
+    first_token_entropy: float | None = None  # of the distribution the first token was drawn from
 
     def __post_init__(self) -> None:
         if self.params.seed is not None and self.generator is None:
@@ -296,6 +298,11 @@ class BatchScheduler:
         top_ps = torch.tensor([sequence.params.top_p for sequence in sequences])
         generators = [sequence.generator for sequence in sequences]
         tokens, logprobs = sample_next(logits, temperatures, top_ps, generators)
+        first = [row for row, sequence in enumerate(sequences) if not sequence.tokens]  # just prefilled
+        if first:
+            entropies = token_entropy(logits[first], temperatures[first]).tolist()
+            for row, entropy in zip(first, entropies, strict=True):
+                sequences[row].first_token_entropy = float(entropy)
         for sequence, token, logprob in zip(sequences, tokens.tolist(), logprobs.tolist(), strict=True):
             sequence.tokens.append(int(token))
             sequence.logprobs.append(float(logprob))
@@ -335,6 +342,7 @@ class BatchScheduler:
             text=str(self.tokenizer.decode(tokens, skip_special_tokens=True)),
             finish_reason="stop" if stopped else "length",
             ended_turn=ended_turn,
+            first_token_entropy=sequence.first_token_entropy,
         )
 
     def _remember(self, tokens: tuple[int, ...], row: int, sequence: _Sequence) -> None:
