@@ -408,7 +408,9 @@ class ChunkReader:
 
 
 def tar(request: dict[str, Any]) -> dict[str, Any]:
-    """Streams an archive of `path` as raw chunk frames, then the empty frame; the status follows."""
+    """Streams an archive of `path` as raw chunk frames, then the empty frame; the status (with the seconds
+    spent here) follows."""
+    started = time.monotonic()
     writer = ChunkWriter()
     try:
         with tarfile.open(fileobj=writer, mode="w|") as archive:  # type: ignore[call-overload]
@@ -417,11 +419,13 @@ def tar(request: dict[str, Any]) -> dict[str, Any]:
         writer.flush()
     finally:
         send_raw(b"")
-    return {"ok": True}
+    return {"ok": True, "seconds": time.monotonic() - started}
 
 
 def untar(request: dict[str, Any]) -> dict[str, Any]:
-    """Extracts the archive that follows the request as raw chunk frames into `path`."""
+    """Extracts the archive that follows the request as raw chunk frames into `path`; the status says how
+    many seconds that took here (reading the frames included)."""
+    started = time.monotonic()
     reader = ChunkReader()
     try:
         with tarfile.open(fileobj=reader, mode="r|") as archive:  # type: ignore[call-overload]
@@ -431,7 +435,7 @@ def untar(request: dict[str, Any]) -> dict[str, Any]:
                 archive.extractall(request["path"])
     finally:
         reader.drain()
-    return {"ok": True}
+    return {"ok": True, "seconds": time.monotonic() - started}
 
 
 OPERATIONS = {"exec": run, "write": write, "read": read, "tar": tar, "untar": untar}
