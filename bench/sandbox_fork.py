@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sandbox_fork.py                          # calc-pooled, swebench-local-pooled
     .venv/bin/python bench/sandbox_fork.py --samples 50 --out -     # stdout only
-    .venv/bin/python bench/sandbox_fork.py --baseline c778d4e       # also agentrl/ as of a commit, same run
+    .venv/bin/python bench/sandbox_fork.py --baseline 2357d18 --rounds 2   # and agentrl/ as of a commit
 
 Each kind is reset and stepped as in `bench/fork.py` (calc: a python call that wrote a file; swebench-local:
 the inflection repository with its `.git`, after one bash call), with a warm pool of 4. Then `samples` times:
@@ -16,12 +16,13 @@ takes it in), so the figures come from the real fork, whatever its code:
 - `transfer`: the rest of `download` and `upload` (the frames through the host and back in);
 - `other`: the rest of `env.fork()` (copying the env's state, building the child objects).
 Each part has a p50 and p99 (nearest rank) in ms, with `fork_p50_ms` / `fork_p99_ms` of the whole fork,
-`bytes` of the stream and the load average (1 min) before and after each kind: the machine is shared, so
-compare only figures measured in the same run.
+`workdir_bytes` (the parent's workdir, `du -sb`) and the load average (1 min) before and after each kind
+and round: the machine is shared, so compare only figures measured in the same run.
 
-`--baseline REF` exports `agentrl/` as of REF (`git archive`) into a temporary directory, runs this script
-there first (same kinds and samples, in a child process whose `agentrl` is that copy; the envs are the
-installed ones either way) and adds its figures under `baseline` with the p50 ratios baseline / current.
+`--baseline REF` exports `agentrl/` as of REF (`git archive`) into a temporary directory and, in each of
+`--rounds` rounds, plays every kind there first (a child process whose `agentrl` is that copy; the envs
+are the installed ones either way), then here; samples are pooled over the rounds, so load that drifts
+during the run falls on both sides. Its figures go under `baseline`, with the p50 ratios baseline / current.
 
 What this is not: a test of many forks at once, of unpooled forks (a container start, see `bench/fork.py`),
 or of a fork over the service's HTTP endpoint.
@@ -105,11 +106,11 @@ def timed_calls() -> Iterator[list[tuple[str, float, float | None]]]:
             setattr(owner, name, method)
 
 
-def measure(kind: str, samples: int) -> dict[str, Any]:
-    load_before = round(os.getloadavg()[0], 2)
+def play(kind: str, samples: int) -> dict[str, Any]:
+    """One kind's raw figures: per fork, the total and each part in ms; the load before and after."""
+    load = [round(os.getloadavg()[0], 2)]
     env, actions, what = EPISODES[kind]()
-    totals: list[float] = []
-    parts: dict[str, list[float]] = defaultdict(list)
+    raw: dict[str, Any] = {"fork": [], **{name: [] for name in PARTS}, "what": what}
     try:
         for action in actions:
             env.step(action)
@@ -120,21 +121,27 @@ def measure(kind: str, samples: int) -> dict[str, Any]:
                 fork = env.fork()
                 total_s = time.perf_counter() - started
             fork.close()
-            totals.append(total_s * 1000)
+            raw["fork"].append(round(total_s * 1000, 3))
             for name, value in split_parts(total_s, calls).items():
-                parts[name].append(value)
-        size = workdir_size(env)
+                raw[name].append(round(value, 3))
+        raw["workdir_bytes"] = workdir_size(env)
     finally:
         env.close()
+    raw["load_avg_1m"] = [*load, round(os.getloadavg()[0], 2)]
+    return raw
+
+
+def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One kind's figures over every round's raw figures (samples pooled); pure."""
+    totals = [value for raw in rounds for value in raw["fork"]]
     return {
         "fork_p50_ms": round(percentile(totals, 50), 3),
         "fork_p99_ms": round(percentile(totals, 99), 3),
-        "parts_ms": {name: summary(values) for name, values in parts.items()},
-        "samples": samples,
-        "workdir_bytes": size,
-        "what": what,
-        "load_avg_1m_before": load_before,
-        "load_avg_1m_after": round(os.getloadavg()[0], 2),
+        "parts_ms": {name: summary([value for raw in rounds for value in raw[name]]) for name in PARTS},
+        "samples": len(totals),
+        "workdir_bytes": rounds[-1]["workdir_bytes"],
+        "what": rounds[-1]["what"],
+        "load_avg_1m": [load for raw in rounds for load in raw["load_avg_1m"]],
     }
 
 
@@ -147,45 +154,58 @@ def workdir_size(env: Any) -> int | None:
     return int(result.stdout.split()[0]) if result.exit_code == 0 else None
 
 
-def run_baseline(ref: str, kinds: list[str], samples: int) -> dict[str, Any]:
-    """This script's figures with `agentrl/` as of `ref`, from a child process."""
+def play_baseline(ref: str, kinds: list[str], samples: int) -> dict[str, dict[str, Any]]:
+    """`play` of each kind with `agentrl/` as of `ref`, in a child process (this script with `--raw`)."""
     with tempfile.TemporaryDirectory(prefix="sandbox-fork-baseline-") as directory:
         export = ["git", "archive", ref, "agentrl"]
         exported = subprocess.run(export, cwd=REPO, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", directory], input=exported, check=True)
-        command = [sys.executable, __file__, "--kinds", *kinds, "--samples", str(samples), "--out", "-"]
+        command = [sys.executable, __file__, "--raw", "--kinds", *kinds, "--samples", str(samples)]
         environment = {**os.environ, "PYTHONPATH": directory}
         output = subprocess.run(command, env=environment, capture_output=True, text=True, check=True).stdout
-    result = json.loads(output.strip().splitlines()[-1])
-    result["ref"] = ref
-    return result
+    return dict(json.loads(output.strip().splitlines()[-1]))
 
 
 def ratios(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, float]:
     """p50 baseline / current per kind measured by both; pure."""
     return {
-        kind: round(baseline["kinds"][kind]["fork_p50_ms"] / figures["fork_p50_ms"], 2)
-        for kind, figures in current["kinds"].items()
-        if kind in baseline.get("kinds", {}) and figures["fork_p50_ms"] > 0
+        kind: round(baseline[kind]["fork_p50_ms"] / figures["fork_p50_ms"], 2)
+        for kind, figures in current.items()
+        if kind in baseline and figures["fork_p50_ms"] > 0
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(EPISODES))
-    parser.add_argument("--samples", type=int, default=30)
-    parser.add_argument("--baseline", default=None, help="a git ref whose agentrl/ is measured first")
+    parser.add_argument("--samples", type=int, default=30, help="forks per kind and round")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds (baseline, then current, each)")
+    parser.add_argument("--baseline", default=None, help="a git ref whose agentrl/ is measured too")
+    parser.add_argument("--raw", action="store_true", help="one round's raw figures on stdout (internal)")
     parser.add_argument("--out", default=str(RESULTS), help="the JSON file, or - for stdout only")
     args = parser.parse_args(argv)
-    baseline = run_baseline(args.baseline, args.kinds, args.samples) if args.baseline else None
-    results: dict[str, Any] = {"kinds": {kind: measure(kind, args.samples) for kind in args.kinds}}
+    if args.raw:
+        print(json.dumps({kind: play(kind, args.samples) for kind in args.kinds}))
+        return 0
+    current: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    baseline: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for _ in range(args.rounds):
+        if args.baseline:
+            for kind, raw in play_baseline(args.baseline, args.kinds, args.samples).items():
+                baseline[kind].append(raw)
+        for kind in args.kinds:
+            current[kind].append(play(kind, args.samples))
+    results: dict[str, Any] = {"kinds": {kind: summarise(rounds) for kind, rounds in current.items()}}
     results["commit"] = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
     results["command"] = "python bench/sandbox_fork.py " + " ".join(argv or sys.argv[1:])
-    if baseline is not None:
-        results["baseline"] = baseline
-        results["p50_ratio_baseline_over_current"] = ratios(baseline, results)
+    if args.baseline:
+        results["baseline"] = {
+            "ref": args.baseline,
+            "kinds": {kind: summarise(rounds) for kind, rounds in baseline.items()},
+        }
+        results["p50_ratio_baseline_over_current"] = ratios(results["baseline"]["kinds"], results["kinds"])
     text = json.dumps(results, indent=2)
     if args.out != "-":
         Path(args.out).write_text(text + "\n")
