@@ -12,7 +12,7 @@ right after it is timed, outside the timing). Keys per kind: `fork_p50_ms`, `for
   cold container per fork, the default pool_size 8 would dequeue a warm one);
 - swebench-local: "sandbox" (the inflection repository with its `.git`), pool_size 0 likewise;
 - calc-pooled, swebench-local-pooled: the same with a warm pool of 4 (each fork's target is dequeued warm;
-  the pool is refilled between samples, outside the timing): the fork proper, a tar copy of the workdir;
+  the pool is refilled between samples, outside the timing): the fork proper, a copy of the workdir;
 - web-shop: "replay" (a fresh browser sandbox, the shop opened, every turn replayed).
 
 What this is not: a throughput test of many forks at once, or of the fork endpoint's wire (a fork over HTTP
@@ -71,7 +71,7 @@ def calc_episode(pool_size: int = 0) -> tuple[Env, list[Action], str]:
     env.reset(options={"task": {"id": "calc-bench", "question": "What is 6 * 7?", "answer": "42"}})
     actions = [call("python", code="open('/work/note', 'w').write('x' * 1000); print(6 * 7)")]
     target = "a warm pooled container" if pool_size else "a cold container"
-    return env, actions, f"the episode state and the sandbox ({target} plus a tar copy of /work)"
+    return env, actions, f"the episode state and the sandbox ({target} plus a copy of /work)"
 
 
 def swebench_episode(pool_size: int = 0) -> tuple[Env, list[Action], str]:

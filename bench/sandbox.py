@@ -14,7 +14,7 @@ Keys (milliseconds unless named otherwise; p50/p95/p99 are nearest-rank percenti
   exec_inspect over the API, as the walking skeleton did), measured in the same run;
   `exec_speedup_vs_docker_exec` is their ratio; `exec_inner_p50_ms` is the channel server's own time for the
   command (process spawn and reap inside the container);
-- `fork_p50_ms`: `pool.fork(sandbox)` of a sandbox with a small workdir (warm target + tar copy);
+- `fork_p50_ms`: `pool.fork(sandbox)` of a sandbox with a small workdir (warm target + a copy of the workdir);
   `commit_p50_ms`: `docker commit` of a running sandbox, the alternative (it would still need a cold start,
   and it cannot see the tmpfs workdir at all);
 - `max_concurrent`: sandboxes started and held at once, each answering a command, without any error (the

@@ -1,7 +1,8 @@
 """The host end of the persistent exec channel: one server per container, one socket round trip per request.
 
 What this is: `ExecChannel` starts `channel_server.py` inside a running container with a single
-`docker exec -i` (python3 -I -S -c <source>), keeps the hijacked socket, and speaks its framed protocol
+`docker exec -i` (python3 -I -S -c <source>: `workdir_stream.py`'s source, then the server's), keeps the
+hijacked socket, and speaks its framed protocol
 (our frames: 4-byte big-endian length + UTF-8 JSON). Two transports:
 - `attach`: requests are written raw to the exec's stdin; replies come back inside Docker's multiplexed
   stream frames (8-byte header: stream type, 3 zero bytes, big-endian size). Works with any engine, local or
@@ -43,7 +44,22 @@ import docker.types
 from agentrl.errors import SandboxLost
 from agentrl.sandbox.base import OutputCapture
 
-SERVER_SOURCE = (Path(__file__).parent / "channel_server.py").read_text(encoding="utf-8")
+FUTURE_IMPORT = "from __future__ import annotations\n"
+
+
+def server_source(*modules: str) -> str:
+    """The sources of `modules` as one program, in order: a `from __future__` import may only open a file,
+    so it is kept in the first and dropped from the others; pure."""
+    first, *rest = modules
+    return "\n".join([first, *(module.replace(FUTURE_IMPORT, "", 1) for module in rest)])
+
+
+SERVER_SOURCE = server_source(
+    *(
+        (Path(__file__).parent / name).read_text(encoding="utf-8")
+        for name in ("workdir_stream.py", "channel_server.py")
+    )
+)
 SERVER_ARGV = ["python3", "-I", "-S", "-c", SERVER_SOURCE]
 DOCKER_HEADER_SIZE = 8
 STDOUT_STREAM, STDERR_STREAM = 1, 2

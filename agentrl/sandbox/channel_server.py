@@ -1,16 +1,18 @@
 """The in-container end of the exec channel: a small long-lived server that runs commands on request.
 
 What this is: a standalone, stdlib-only Python 3 program. The host starts it once per container with
-`docker exec -i <container> python3 -I -S -c <this source> [SOCKET TOKEN]` (see `agentrl/sandbox/channel.py`),
-so any image with python3 works and nothing has to be baked into the image. It always says hello on stdout.
+`docker exec -i <container> python3 -I -S -c <source> [SOCKET TOKEN]`, the source being `workdir_stream.py`'s
+followed by this file's (`agentrl/sandbox/channel.py`, `server_source`), so any image with python3 works and
+nothing has to be baked into the image. It always says hello on stdout.
 Given SOCKET and TOKEN, it first connects to the host's unix socket at SOCKET (a bind mount of a host
 directory), sends TOKEN and a newline, and from then on speaks over that socket instead of stdin/stdout (one
 kernel hop instead of the engine's attach relay); the hello says which transport it uses and why a connect
 failed. It reads requests and writes replies, each frame a 4-byte big-endian length followed by that many
-bytes of UTF-8 JSON; binary payloads are base64, except archives: `tar` replies with raw chunk frames (4-byte
-length + bytes, ended by an empty frame) before its JSON status, and `untar` reads such frames right after its
-request, so a workdir is copied without ever being held whole in the container's memory. One request at a
-time; operations: `exec`, `write`, `read`, `tar`, `untar`, `ping`.
+bytes of UTF-8 JSON; binary payloads are base64, except a workdir's stream (`workdir_stream.py`, what a fork
+copies): `snapshot` replies with raw chunk frames (4-byte length + bytes, ended by an empty frame) before its
+JSON status, and `restore` reads such frames right after its request, so a workdir is copied without ever
+being held whole in the container's memory. One request at a time; operations: `exec`, `write`, `read`,
+`snapshot`, `restore`, `ping`.
 
 `exec` runs argv in a new session (its own process group), feeds stdin, keeps at most `limit` head bytes and
 `limit` tail bytes of each output stream while it arrives, and on timeout SIGKILLs every process the command
@@ -32,13 +34,15 @@ import os
 import selectors
 import shutil
 import signal
-import tarfile
 import time
 from typing import Any
 
+if "write_tree" not in globals():  # imported (tests); a container runs this after workdir_stream.py's source
+    from agentrl.sandbox.workdir_stream import read_tree, write_tree
+
 DRAIN_AFTER_KILL_S = 0.2  # after a timeout kill, read what the pipes still hold for this long
 READ_CHUNK = 65536
-CHUNK_SIZE = 1 << 20  # raw chunk frames of tar streams
+CHUNK_SIZE = 1 << 20  # raw chunk frames of workdir streams
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 # what subprocess's restore_signals resets: Python ignores these, a command must start with the defaults
 HOME = os.open(".", os.O_RDONLY | os.O_DIRECTORY)  # close-on-exec; `spawn` returns here after a cwd
@@ -364,7 +368,7 @@ def read(request: dict[str, Any]) -> dict[str, Any]:
 
 
 class ChunkWriter:
-    """A file object for tarfile's stream mode that sends what it is given as raw chunk frames."""
+    """A file object that sends what it is given as raw chunk frames (`write_tree`'s output)."""
 
     def __init__(self) -> None:
         self.pending = bytearray()
@@ -382,7 +386,7 @@ class ChunkWriter:
 
 
 class ChunkReader:
-    """A file object for tarfile's stream mode that reads raw chunk frames until the empty one."""
+    """A file object that reads raw chunk frames until the empty one (`read_tree`'s input)."""
 
     def __init__(self) -> None:
         self.buffer = bytearray()
@@ -407,34 +411,32 @@ class ChunkReader:
             self.read(CHUNK_SIZE)
 
 
-def tar(request: dict[str, Any]) -> dict[str, Any]:
-    """Streams an archive of `path` as raw chunk frames, then the empty frame; the status follows."""
+def snapshot(request: dict[str, Any]) -> dict[str, Any]:
+    """Streams `path` (`workdir_stream.write_tree`) as raw chunk frames, then the empty frame; the status
+    follows, with the counts and the seconds spent here."""
+    started = time.monotonic()
     writer = ChunkWriter()
     try:
-        with tarfile.open(fileobj=writer, mode="w|") as archive:  # type: ignore[call-overload]
-            for name in sorted(os.listdir(request["path"])):
-                archive.add(os.path.join(request["path"], name), arcname=name)
+        counts = write_tree(os.fsencode(request["path"]), writer)
         writer.flush()
     finally:
         send_raw(b"")
-    return {"ok": True}
+    return {"ok": True, "seconds": time.monotonic() - started, **counts}
 
 
-def untar(request: dict[str, Any]) -> dict[str, Any]:
-    """Extracts the archive that follows the request as raw chunk frames into `path`."""
+def restore(request: dict[str, Any]) -> dict[str, Any]:
+    """Rebuilds `path` from the stream that follows the request as raw chunk frames
+    (`workdir_stream.read_tree`); the status says how many seconds that took here, reading included."""
+    started = time.monotonic()
     reader = ChunkReader()
     try:
-        with tarfile.open(fileobj=reader, mode="r|") as archive:  # type: ignore[call-overload]
-            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4; the filter refuses links out of `path`
-                archive.extractall(request["path"], filter="data")
-            else:
-                archive.extractall(request["path"])
+        counts = read_tree(os.fsencode(request["path"]), reader)
     finally:
         reader.drain()
-    return {"ok": True}
+    return {"ok": True, "seconds": time.monotonic() - started, **counts}
 
 
-OPERATIONS = {"exec": run, "write": write, "read": read, "tar": tar, "untar": untar}
+OPERATIONS = {"exec": run, "write": write, "read": read, "snapshot": snapshot, "restore": restore}
 
 
 def connect_host(path: str, token: str) -> int:
@@ -476,7 +478,7 @@ def serve(arguments: list[str]) -> None:
             continue
         try:
             send(operation(request) if operation else {"ok": False, "error": "unknown op"})
-        except (OSError, ValueError, KeyError, tarfile.TarError) as error:
+        except (OSError, ValueError, KeyError) as error:
             send({"ok": False, "error": f"{type(error).__name__}: {error}"})
 
 

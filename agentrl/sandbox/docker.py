@@ -30,8 +30,8 @@ sandbox was started or handed out by the pool) and the container TTL.
 What it does not do: no grading-integrity support [13] (that is the env's job). A process that starts its
 own session (`setsid`) survives a command timeout until `close()`; a command that kills the channel server
 (it runs as the same user, e.g. `kill -9 -1`) ends the sandbox with `SandboxLost`. `fork()` copies the
-workdir only (not /tmp, not running processes). The kernel is shared with the host: runc is a container, not
-a VM; the process holding the Docker socket is root-equivalent on the host.
+workdir only (not /tmp, not running processes; `workdir_stream.py` says what of it). The kernel is shared with
+the host: runc is a container, not a VM; the process holding the Docker socket is root-equivalent on the host.
 """
 
 from __future__ import annotations
@@ -309,17 +309,19 @@ class DockerSandbox(StartClose):
         return text + truncation_marker(dropped) if dropped > 0 else text
 
     def fork(self, target: DockerSandbox | None = None) -> DockerSandbox:
-        """A sandbox whose workdir holds a copy of this one's: `target` (e.g. fresh from a pool), else a new
-        container with the same config and labels. Copies files only (a tar stream over both channels)."""
-        status, archive = self._live_channel().download(
-            {"op": "tar", "path": self.config.workdir}, FILE_OP_TIMEOUT_S
+        """A sandbox whose workdir equals this one's: `target` (e.g. fresh from a pool; whatever its workdir
+        held is removed first), else a new container with the same config and labels. Copies the workdir's
+        files only, as one stream over both channels (`agentrl/sandbox/workdir_stream.py`): contents,
+        permission bits, mtimes, symlinks, hard links, FIFOs and empty directories."""
+        status, stream = self._live_channel().download(
+            {"op": "snapshot", "path": self.config.workdir}, FILE_OP_TIMEOUT_S
         )
         if not status["ok"]:
-            raise SandboxFileError(f"could not archive the workdir: {status['error']}")
+            raise SandboxFileError(f"could not read the workdir to fork it: {status['error']}")
         child = target or DockerSandbox(self.config, _inherited(self.labels), self._client)
         child.start()
         reply = child._live_channel().upload(
-            {"op": "untar", "path": child.config.workdir}, archive, FILE_OP_TIMEOUT_S
+            {"op": "restore", "path": child.config.workdir}, stream, FILE_OP_TIMEOUT_S
         )
         if not reply["ok"]:
             child.close()

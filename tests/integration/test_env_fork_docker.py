@@ -9,9 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import workdir_listing
 
 from agentrl.env import StepResult, make
 from agentrl.env.checker import check_fork
+from agentrl.sandbox.pool import close_shared_pools
 from agentrl.types import Action, ToolCall
 
 pytestmark = pytest.mark.docker
@@ -89,6 +91,28 @@ def test_a_swebench_fork_copies_the_workspace_and_diverges() -> None:
             fork.close()
     finally:
         env.close()
+
+
+def test_a_swebench_fork_from_the_pool_has_the_parents_workspace_entry_by_entry() -> None:
+    record = _swebench_record()
+    env = make("agentrl/SWEBench-v0", pool_size=2)
+    env.reset(options={"task": record})
+    edits = (
+        "rm setup.py && chmod 600 README.rst && echo more >> inflection/__init__.py && mkdir -p new/a/b "
+        "&& ln -s inflection/__init__.py init-link && git add -A && chmod 000 LICENSE"
+    )
+    try:
+        assert env.step(call("bash", command=edits)).info["exit_code"] == 0
+        fork = env.fork()
+        try:
+            parent, child = (workdir_listing.in_sandbox(e._sandbox) for e in (env, fork))  # type: ignore[attr-defined]
+            assert child == parent and "setup.py" not in parent and parent["init-link"][4]
+            assert parent["LICENSE"][0] == oct(0o100000) and any(path.startswith(".git/") for path in parent)
+        finally:
+            fork.close()
+    finally:
+        env.close()
+        close_shared_pools()  # the warm pool's waiting sandboxes: other modules check that none is left
 
 
 def test_a_web_fork_replays_to_the_same_page() -> None:

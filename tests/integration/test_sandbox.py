@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import docker
 import pytest
+import workdir_listing
 
 from agentrl.errors import ConfigError, SandboxFileError, SandboxLost, SandboxUnavailable
 from agentrl.sandbox.base import OutputCapture, truncate_output, truncation_marker
@@ -350,6 +351,58 @@ def test_fork_streams_a_workdir_near_the_tmpfs_size(sandbox: DockerSandbox) -> N
     child = sandbox.fork()
     try:
         assert child.exec("md5sum big").stdout == sandbox.exec("md5sum big").stdout
+    finally:
+        child.close()
+
+
+# a parent's edits after its first command: changed, added, deleted and re-created files, modes (000 too),
+# a new nested and an empty dir, symlinks, a hard link, a FIFO, a directory nobody may list, a read-only one
+EDITS = """set -e
+mkdir -p pkg/sub && printf 'one\\n' > pkg/a.txt && printf 'gone\\n' > pkg/old.txt
+head -c 5000 /dev/urandom > blob
+printf 'two\\n' >> pkg/a.txt && chmod 751 pkg/a.txt && rm pkg/old.txt && mkdir -p new/nested/deeper
+ln -s pkg/a.txt link && ln -s /etc/passwd absolute && ln -s nowhere dangling && ln pkg/a.txt hard
+mkfifo fifo && : > empty && printf 'hidden\\n' > secret && chmod 000 secret
+mkdir closed && printf 'x\\n' > closed/inside && chmod 000 closed
+mkdir frozen && : > frozen/f && chmod 555 frozen
+touch -d '2001-02-03 04:05:06.789' blob
+"""
+
+
+@pytest.mark.docker
+def test_a_fork_equals_its_parent_entry_by_entry(sandbox: DockerSandbox) -> None:
+    assert sandbox.exec(EDITS).exit_code == 0
+    child = sandbox.fork()
+    try:
+        parent = workdir_listing.in_sandbox(sandbox)
+        assert workdir_listing.in_sandbox(child) == parent
+        assert {"pkg/old.txt"} & set(parent) == set() and parent["secret"][0] == oct(0o100000)
+        assert parent["pkg/a.txt"][4] == "hard"  # one inode, two names
+        assert child.exec("cat pkg/a.txt; readlink link; test -p fifo && echo fifo").stdout == (
+            "one\ntwo\npkg/a.txt\nfifo\n"
+        )
+    finally:
+        child.close()
+
+
+@pytest.mark.docker
+def test_a_fork_into_a_target_that_holds_files_empties_it_first(sandbox: DockerSandbox, session: str) -> None:
+    assert sandbox.exec(EDITS).exit_code == 0
+    with DockerSandbox(sandbox.config, {SESSION_LABEL: session}) as target:
+        stale = "mkdir -p pkg stale/locked && echo theirs > pkg/a.txt && echo old > stale/locked/f"
+        assert target.exec(stale + " && chmod 500 stale/locked").exit_code == 0
+        child = sandbox.fork(target=target)
+        assert child is target
+        assert workdir_listing.in_sandbox(child) == workdir_listing.in_sandbox(sandbox)
+
+
+@pytest.mark.docker
+def test_a_fork_of_an_unlistable_workdir_root_keeps_its_mode(sandbox: DockerSandbox) -> None:
+    assert sandbox.exec("echo a > a && chmod 300 /work").exit_code == 0
+    child = sandbox.fork()
+    try:
+        assert workdir_listing.in_sandbox(child) == workdir_listing.in_sandbox(sandbox)
+        assert workdir_listing.in_sandbox(child)[""][0] == oct(0o40300)
     finally:
         child.close()
 
