@@ -4,8 +4,9 @@
 
 The go/no-go (`bench/calc_chain_gonogo.py`) measured that parts 2 and 3 are solved far less often than part 1
 although the parts are independent problems of one kind, and kept outcomes, not turns. This script plays the
-first `--tasks` held-out chains as the go/no-go's evaluation plays them (`trainer.run.play_tasks`, one
-episode per task, sampler seed `EVAL_SEED`, env seed 0, at `--temperature`) and labels every part that was
+first `--tasks` held-out chains as the held-out evaluation plays them (`trainer.run.play_heldout`: one
+episode per task, per-request sampler seeds, so the cached engine repeats them exactly; at `--temperature`;
+the committed results file predates that and was played unseeded) and labels every part that was
 not answered right with what its turns show (a part can carry several labels):
 
     carried_answer:  a number in a python call or the submitted answer is an earlier part's answer
@@ -35,13 +36,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from agentrl.config import load_config
 from agentrl.cpu import cpu_flags
 from agentrl.memory import choose_allocator
 from agentrl.tasks import load_tasks
-from agentrl.trainer.run import EVAL_SEED, open_run, play_tasks
+from agentrl.trainer.run import open_run, play_heldout
 from agentrl.types import Episode, Turn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -164,9 +163,8 @@ async def play(task: str, count: int, temperature: float, overrides: Sequence[st
     parts = int(config.env.kwargs.get("parts", 1))
     heldout = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)[:count]
     async with open_run(config, kind="eval") as ctx:
-        torch.manual_seed(EVAL_SEED)
         sampling = replace(config.sampling, temperature=temperature)
-        episodes = await play_tasks(ctx, heldout, group_size=1, sampling=sampling, seed=0)
+        episodes = await play_heldout(ctx, heldout, sampling)
     return {"parts": parts, **analyse(episodes, heldout, parts)}
 
 

@@ -5,8 +5,11 @@
 
 What this is: two measurements of the base model (SmolLM2-135M-Instruct) on `configs/calc-chain.yaml`:
 1. **Per-part success** on the first `--tasks` held-out chains at each of `--temperatures` (greedy = 0, 0.3
-   and the training temperature by default), played as `agentrl eval` plays them (`trainer.run.play_tasks`:
-   one episode per task, sampler seed `EVAL_SEED`, env seed 0), with each task's per-part outcomes kept.
+   and the training temperature by default), played as `agentrl eval` plays them (`trainer.run.play_heldout`:
+   one episode per task with per-request sampler seeds, so the cached engine repeats them exactly), with each
+   task's per-part outcomes kept. Results files written before 2026-11-27 03:30 (go/no-gos 1-3) were played
+   unseeded (`play_tasks`, sampler seed 0 for torch only): their greedy and sampled evaluations depended on
+   batching.
    The study's claim must beat the best of these (`best`), not only the training temperature.
 2. **How far GiGPO's per-turn advantages are from GRPO's** on one base batch: one training step's worth of
    groups (`train.tasks_per_step` train chains x `train.group_size` episodes at the training temperature),
@@ -45,7 +48,7 @@ from agentrl.cpu import cpu_flags
 from agentrl.credit import episodes_to_batch, estimate, make_config
 from agentrl.memory import choose_allocator
 from agentrl.tasks import load_tasks
-from agentrl.trainer.run import EVAL_SEED, open_run, play_tasks
+from agentrl.trainer.run import EVAL_SEED, open_run, play_heldout, play_tasks
 from agentrl.types import Episode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -196,9 +199,8 @@ async def measure(
     async with open_run(config, kind="eval") as ctx:
         for temperature in temperatures:
             started = time.perf_counter()
-            torch.manual_seed(EVAL_SEED)
             sampling = replace(config.sampling, temperature=temperature)
-            episodes = await play_tasks(ctx, heldout, group_size=1, sampling=sampling, seed=0)
+            episodes = await play_heldout(ctx, heldout, sampling)
             rows = per_task(episodes, heldout, parts)
             summary = success_summary(rows)
             evaluations.append(

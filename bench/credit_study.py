@@ -73,7 +73,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from agentrl.config import RunConfig, load_config
 from agentrl.cpu import cpu_flags
@@ -83,13 +82,12 @@ from agentrl.store.repository import load_episodes
 from agentrl.tasks import load_tasks
 from agentrl.trainer import distributed
 from agentrl.trainer.run import (
-    EVAL_SEED,
     EvalResult,
     evaluate,
     log_metrics,
     open_run,
     pad_id,
-    play_tasks,
+    play_heldout,
     rollout_metrics,
     summarise_eval,
 )
@@ -421,14 +419,14 @@ async def train_run(study: StudyConfig, arm: Arm, seed: int) -> RunResult:
 
 
 async def evaluate_at(ctx: Any, temperature: float) -> dict[str, Any]:
-    """One more held-out evaluation of the run's current model at `temperature`, as `evaluate` plays it
-    (same tasks, sampler seed and env seed), with its per-task outcomes; not recorded in the store."""
+    """One more held-out evaluation of the run's current model at `temperature`, played as `evaluate` plays
+    it (`play_heldout`: same tasks, per-request sampler seeds, env seed), with its per-task outcomes; not
+    recorded in the store."""
     config = ctx.config
     tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)
     tasks = tasks[: config.eval.num_tasks]
-    torch.manual_seed(EVAL_SEED)
     sampling = replace(config.sampling, temperature=temperature)
-    episodes = await play_tasks(ctx, tasks, group_size=1, sampling=sampling, seed=0)
+    episodes = await play_heldout(ctx, tasks, sampling)
     evaluated = summarise_eval(episodes)
     parts = int(config.env.kwargs.get("parts", 1))
     per_task = [

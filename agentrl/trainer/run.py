@@ -2,9 +2,9 @@
 
 What this is: `open_run` (the store row, the run folder, the env service or client, the engine, the W&B
 mirror; all closed in reverse order whatever happens), `RunContext` (what it yields), `play_tasks` (G
-episodes per task through the engine, or through every rank's: `dp_rollouts.py`), `evaluate` / `run_eval`
-(held-out success), `log_metrics`, `save_final_weights`, and the small pure summaries of a step's
-episodes.
+episodes per task through the engine, or through every rank's: `dp_rollouts.py`), `play_heldout` (one
+seeded episode per held-out task), `evaluate` / `run_eval` (held-out success), `log_metrics`,
+`save_final_weights`, and the small pure summaries of a step's episodes.
 
 What this is not: the training loop (`agentrl/trainer/loop.py`, with the seats of `trainer/train.py`,
 `trainer/async_loop.py` and `trainer/sft.py`) or the step they share (`agentrl/trainer/step.py`).
@@ -155,6 +155,17 @@ async def play_tasks(
     )
 
 
+async def play_heldout(ctx: RunContext, tasks: Sequence[Task], sampling: SamplingParams) -> list[Episode]:
+    """One episode of each task as the held-out evaluation plays it, at `sampling`: per-request sampler
+    seeds from `EVAL_SEED`, whatever rollout.seeded_sampling says for training, so that with the cached
+    engine's engine.cached.deterministic (on by default) each episode repeats exactly, given the env, at any
+    temperature, greedy included (an unseeded request is decoded in whatever batch it lands in)."""
+    torch.manual_seed(EVAL_SEED)
+    config = ctx.config
+    seeded = replace(ctx, config=replace(config, rollout=replace(config.rollout, seeded_sampling=True)))
+    return await play_tasks(seeded, tasks, group_size=1, sampling=sampling, seed=EVAL_SEED)
+
+
 def require_some_usable(episodes: Sequence[Episode], what: str, infra_attempts: int) -> None:
     """`RolloutError` when every one of `episodes` failed for infrastructure reasons (after `infra_attempts`
     plays each): training or scoring on nothing would hide a broken env fleet."""
@@ -181,11 +192,7 @@ async def evaluate(ctx: RunContext, step: int) -> EvalResult:
         : config.eval.num_tasks
     ]
     sampling = replace(config.sampling, temperature=config.eval.temperature)
-    torch.manual_seed(EVAL_SEED)
-    # Per-request sampler seeds, whatever rollout.seeded_sampling says for training: with the cached engine's
-    # engine.cached.deterministic (on by default) each held-out episode then repeats exactly, given the env.
-    seeded = replace(ctx, config=replace(config, rollout=replace(config.rollout, seeded_sampling=True)))
-    episodes = await play_tasks(seeded, tasks, group_size=1, sampling=sampling, seed=EVAL_SEED)
+    episodes = await play_heldout(ctx, tasks, sampling)
     ctx.writer.record_episodes(ctx.run_id, step, "eval", episodes, None)
     require_some_usable(episodes, "the held-out evaluation", config.rollout.infra_attempts)
     result = summarise_eval(episodes)
