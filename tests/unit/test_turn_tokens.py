@@ -94,7 +94,8 @@ def test_the_writer_stores_pieces_and_log_probs_and_the_reader_returns_them(tmp_
     first, second = (turn["tokens"] for turn in loaded["turns"])
     assert first["pieces"] == ["h", "i", " ", "<", "x", ">"]
     assert first["logprobs"] == [-0.25, -0.5, -0.75, -1.0, -1.25, -1.5]
-    assert second == {"pieces": None, "logprobs": None}
+    assert second == {"pieces": None, "logprobs": None, "trainer": None}
+    assert first["trainer"] is None  # recorded without the trainer's
     page = pages.load_episode(store, run_id, stored["id"], first_turn=1, turn_limit=1)
     assert page is not None and [t["index"] for t in page["turns"]] == [1]
     close_store(store)
@@ -112,11 +113,11 @@ def test_migration_0008_downgrades_and_upgrades_and_old_turns_read_as_not_record
         columns = [row[1] for row in conn.execute("pragma table_info(turns)")]
     assert "token_pieces" not in columns and "token_logprobs" not in columns
     store = open_store(url)  # upgrades to the head again: the columns come back empty
-    assert current(store.engine) == head() == "0008"
+    assert current(store.engine) == head() == "0009"
     episode = next(e for e in load_episodes(store, run_id) if e["num_turns"])
     loaded = pages.load_episode(store, run_id, episode["id"])
     assert loaded is not None and all(
-        t["tokens"] == {"pieces": None, "logprobs": None} for t in loaded["turns"]
+        t["tokens"] == {"pieces": None, "logprobs": None, "trainer": None} for t in loaded["turns"]
     )
     close_store(store)
     with TestClient(create_app(url)) as http:
