@@ -393,14 +393,14 @@ async def train_run(study: StudyConfig, arm: Arm, seed: int) -> RunResult:
             tasks, episodes = collected.tasks, collected.episodes
             credited = await assign_credit(ctx, episodes, tasks)
             update = await update_step(learner, credited.samples, IntoEngine(ctx.engine))
-            record_step(ctx, step, episodes, credited)
+            record_step(ctx, step, episodes, credited, update)
             record_sampling(ctx, step, collected)
             rollouts = rollout_metrics(collected.played_episodes)
             metrics = {
                 **rollouts,
                 **collected.metrics,
                 **credited.metrics,
-                **update,
+                **update.metrics,
                 "step_s": time.perf_counter() - step_started,
             }
             log_metrics(ctx, step, metrics)

@@ -4,7 +4,9 @@ What this is: six tables — runs, episodes, turns, metrics, task_draws, prompts
 ids are not stored (only counts); the store is for inspecting runs, not for replaying training batches.
 What a turn sampled is kept for reading it token by token (revision 0008): each completion token's text
 decoded on its own (`token_pieces`) and the sampler's log-prob of each (`token_logprobs`, packed float32;
-`repository.pack_logprobs`); both are deferred, so only the readers that ask for them load them.
+`repository.pack_logprobs`), and (revision 0009) the trainer's log-prob of each under the weights the
+step's update started from (`trainer_logprobs`, packed alike; NULL where the update computed none); all
+are deferred, so only the readers that ask for them load them.
 `task_draws` holds one row per group a training step played: which task, why it was drawn or dropped, and
 (adaptive sampler) the task's Beta posterior at the draw; the adaptive sampler's posterior is rebuilt from
 these rows on resume. A tree rollout's branch (`Episode.parent_id` / `branch_turn`) keeps its parent's uid
@@ -114,6 +116,8 @@ class TurnRow(Base):
     token_pieces: Mapped[list[str] | None] = mapped_column(JSON, deferred=True)
     # the sampler's log-prob of each completion token, little-endian float32 (NULL: not recorded)
     token_logprobs: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
+    # the trainer's, under the weights its step's update started from, encoded alike (NULL: not computed)
+    trainer_logprobs: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
 
 
 class MetricRow(Base):

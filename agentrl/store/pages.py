@@ -305,7 +305,11 @@ def load_episode(
             .where(TurnRow.episode_id == episode_id, TurnRow.index >= first_turn)
             .order_by(TurnRow.index)
             .limit(turn_limit)
-            .options(undefer(TurnRow.token_pieces), undefer(TurnRow.token_logprobs))
+            .options(
+                undefer(TurnRow.token_pieces),
+                undefer(TurnRow.token_logprobs),
+                undefer(TurnRow.trainer_logprobs),
+            )
         )
         turns = [{**turn_dict(t), "tokens": turn_tokens(t)} for t in session.scalars(statement)]
         return {**episode_dict(row, turns=False), "turns": turns}

@@ -49,6 +49,8 @@ T = TypeVar("T")
 
 TokenPieces = Callable[[Sequence[int]], list[str]]
 """Completion token ids -> the text of each token decoded on its own (`writer.tokenizer_pieces`)."""
+TurnLogprobs = Sequence[Sequence[float] | None]
+"""One episode's trainer log-probs: per turn, one per completion token, or None (not computed)."""
 
 
 @dataclass(frozen=True)
@@ -165,18 +167,22 @@ def record_episodes(
     episodes: Sequence[Episode],
     advantages: Sequence[Sequence[float]] | None = None,
     token_pieces: TokenPieces | None = None,
+    trainer_logprobs: Sequence[TurnLogprobs] | None = None,
 ) -> None:
     """Store episodes and their turns in one transaction; `advantages[i][t]` (if given) goes on turn t.
-    Each turn keeps its sampler log-probs, and with `token_pieces` the text of each completion token."""
-    if advantages is not None and len(advantages) != len(episodes):
-        raise StoreError(
-            f"got {len(advantages)} advantage lists for {len(episodes)} episodes; pass one per episode"
-        )
+    Each turn keeps its sampler log-probs, with `token_pieces` the text of each completion token, and with
+    `trainer_logprobs[i][t]` (a list, one per completion token, or None) the trainer's log-probs."""
+    for name, given in (("advantage", advantages), ("trainer log-prob", trainer_logprobs)):
+        if given is not None and len(given) != len(episodes):
+            raise StoreError(
+                f"got {len(given)} {name} lists for {len(episodes)} episodes; pass one per episode"
+            )
     with _transaction(store, f"recording {len(episodes)} episodes of run {run_id}") as session:
         prompts = _prompt_ids(session, episodes)
         for index, episode in enumerate(episodes):
             own = None if advantages is None else advantages[index]
-            row = _episode_row(run_id, step, split, episode, own, token_pieces)
+            trainer = None if trainer_logprobs is None else trainer_logprobs[index]
+            row = _episode_row(run_id, step, split, episode, own, token_pieces, trainer)
             row.prompt_id = prompts[index]
             session.add(row)
 
@@ -211,11 +217,12 @@ def _episode_row(
     episode: Episode,
     advantages: Sequence[float] | None,
     token_pieces: TokenPieces | None = None,
+    trainer_logprobs: TurnLogprobs | None = None,
 ) -> EpisodeRow:
-    if advantages is not None and len(advantages) != len(episode.turns):
-        raise StoreError(
-            f"episode {episode.episode_id}: {len(advantages)} advantages for {len(episode.turns)} turns"
-        )
+    for name, given in (("advantages", advantages), ("trainer log-prob lists", trainer_logprobs)):
+        if given is not None and len(given) != len(episode.turns):
+            turns = len(episode.turns)
+            raise StoreError(f"episode {episode.episode_id}: {len(given)} {name} for {turns} turns")
     return EpisodeRow(
         uid=episode.episode_id,
         run_id=run_id,
@@ -237,15 +244,29 @@ def _episode_row(
         parent_uid=episode.parent_id,
         branch_turn=episode.branch_turn,
         turns=[
-            _turn_row(turn, None if advantages is None else float(advantages[t]), token_pieces)
+            _turn_row(
+                turn,
+                None if advantages is None else float(advantages[t]),
+                token_pieces,
+                None if trainer_logprobs is None else trainer_logprobs[t],
+            )
             for t, turn in enumerate(episode.turns)
         ],
     )
 
 
-def _turn_row(turn: Turn, advantage: float | None, token_pieces: TokenPieces | None = None) -> TurnRow:
+def _turn_row(
+    turn: Turn,
+    advantage: float | None,
+    token_pieces: TokenPieces | None = None,
+    trainer_logprobs: Sequence[float] | None = None,
+) -> TurnRow:
     calls = turn.action.tool_calls
     ids = turn.completion_ids
+    if trainer_logprobs is not None and len(trainer_logprobs) != len(ids):
+        raise StoreError(
+            f"turn {turn.index}: {len(trainer_logprobs)} trainer log-probs for {len(ids)} completion tokens"
+        )
     return TurnRow(
         index=turn.index,
         text=turn.text,
@@ -261,6 +282,7 @@ def _turn_row(turn: Turn, advantage: float | None, token_pieces: TokenPieces | N
         finish_reason=turn.finish_reason,
         token_pieces=token_pieces(ids) if token_pieces is not None and ids else None,
         token_logprobs=pack_logprobs(turn.completion_logprobs) if turn.completion_logprobs else None,
+        trainer_logprobs=pack_logprobs(trainer_logprobs) if trainer_logprobs else None,
     )
 
 
@@ -282,10 +304,15 @@ def unpack_logprobs(blob: bytes) -> list[float]:
 
 
 def turn_tokens(row: TurnRow) -> dict[str, Any]:
-    """A turn's sampled tokens: {"pieces": [str] or None, "logprobs": [float] or None}; None where the
-    store has none (a reader must have loaded the deferred columns, `pages.load_episode` does)."""
-    blob = row.token_logprobs
-    return {"pieces": row.token_pieces, "logprobs": None if blob is None else unpack_logprobs(blob)}
+    """A turn's sampled tokens: {"pieces": [str] or None, "logprobs": [float] or None, "trainer": [float]
+    or None}, the sampler's log-probs and the trainer's; None where the store has none (a reader must have
+    loaded the deferred columns, `pages.load_episode` does)."""
+    sampler, trainer = row.token_logprobs, row.trainer_logprobs
+    return {
+        "pieces": row.token_pieces,
+        "logprobs": None if sampler is None else unpack_logprobs(sampler),
+        "trainer": None if trainer is None else unpack_logprobs(trainer),
+    }
 
 
 INFO_VALUE_LIMIT = 2000  # characters of one info value kept in the store

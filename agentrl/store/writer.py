@@ -26,6 +26,7 @@ from agentrl.store.repository import (
     Split,
     Store,
     TokenPieces,
+    TurnLogprobs,
     record_episodes,
     record_metrics,
     record_task_draws,
@@ -78,13 +79,18 @@ class StoreWriter:
         split: Split,
         episodes: Sequence[Episode],
         advantages: Sequence[Sequence[float]] | None = None,
+        trainer_logprobs: Sequence[TurnLogprobs] | None = None,
     ) -> None:
-        """Queue `repository.record_episodes` for these episodes (one transaction)."""
+        """Queue `repository.record_episodes` for these episodes (one transaction), with the trainer's
+        log-probs of their turns where given."""
         if not episodes:
             return
         frozen = list(advantages) if advantages is not None else None
+        trainer = list(trainer_logprobs) if trainer_logprobs is not None else None
         played, pieces = list(episodes), self.token_pieces
-        self._submit(lambda: record_episodes(self.store, run_id, step, split, played, frozen, pieces))
+        self._submit(
+            lambda: record_episodes(self.store, run_id, step, split, played, frozen, pieces, trainer)
+        )
 
     def record_metrics(self, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
         """Queue `repository.record_metrics` (one transaction)."""

@@ -79,6 +79,7 @@ from agentrl.trainer.step import (
     publish_weights,
     record_step,
 )
+from agentrl.trainer.update import UpdateResult
 from agentrl.types import Episode
 
 
@@ -162,12 +163,12 @@ class AsyncSeat(RunOwner):
         }
         return Collected(credited.samples, (episodes, credited))
 
-    def record(self, step: int, collected: Collected | None, update: dict[str, float]) -> None:
+    def record(self, step: int, collected: Collected | None, update: UpdateResult) -> None:
         assert collected is not None
         episodes: list[Episode] = collected.payload[0]
         credited: Credited = collected.payload[1]
-        record_step(self.ctx, step, episodes, credited)
-        log_metrics(self.ctx, step, {**self.logged, **update, **_loop_times(*self.clocks)})
+        record_step(self.ctx, step, episodes, credited, update)
+        log_metrics(self.ctx, step, {**self.logged, **update.metrics, **_loop_times(*self.clocks)})
 
     async def finish_training(self, learner: Learner, last_step: int) -> None:
         await self.pool.aclose()  # groups still playing would compete with the evaluation

@@ -37,6 +37,7 @@ from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import EvalResult, Resume, RunContext, evaluate, save_final_weights
 from agentrl.trainer.samples import TrainSample
 from agentrl.trainer.step import Learner, WeightsOut, save_checkpoint_if_due, update_step
+from agentrl.trainer.update import UpdateResult
 
 LoopResult = tuple[EvalResult | None, EvalResult | None, str]
 """(held-out before, held-out after, run directory) on rank 0; (None, None, "") on the other ranks."""
@@ -94,8 +95,9 @@ class Seat(Protocol):
         """Rank 0: step `step`'s samples; other ranks: None (they take part in data-parallel rollouts)."""
         ...
 
-    def record(self, step: int, collected: Collected | None, update: dict[str, float]) -> None:
-        """Rank 0: the step into the store and the metrics log; other ranks: nothing."""
+    def record(self, step: int, collected: Collected | None, update: UpdateResult) -> None:
+        """Rank 0: the step into the store (with the update's trainer log-probs) and the metrics log; other
+        ranks: nothing."""
         ...
 
     def flush(self) -> None:
@@ -195,7 +197,7 @@ class FollowerSeat:
     async def collect(self, step: int) -> None:
         return None
 
-    def record(self, step: int, collected: Collected | None, update: dict[str, float]) -> None:
+    def record(self, step: int, collected: Collected | None, update: UpdateResult) -> None:
         """Rank 0 records."""
 
     def flush(self) -> None:

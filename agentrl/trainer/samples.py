@@ -23,6 +23,11 @@ copied, loss-free context (`copied_turns`). Such a pack keeps the loss columns o
 ([G, K + S]) so that the owner's prefix tokens are trained in its own row, from the prefix's logits
 (`trains_prefix`, `along_columns`, `agentrl/trainer/shared_prefix.py::pack_token_logprobs`).
 
+The way back, from a sample's per-token values to the turns they belong to (the trainer's log-probs, for
+the store): `segment_turns` (which turns each sample of an episode holds), `completion_spans` (where each
+turn's sampled tokens sit in it) and `turn_values` (a turn's values, or None where the sample does not
+train all of its tokens).
+
 What this is not: a filter or the per-step mode. Callers exclude infrastructure-failure episodes (they are
 not training signal) before calling `episode_to_sample`; the per-step sample mode comes later.
 """
@@ -91,7 +96,7 @@ def episode_to_samples(
     (one segment), and for an external harness that rewrote its history (`agentrl/harness`) one sample per
     sequence it sent, each turn with its own advantage, each cut at `max_length`. Nothing is re-tokenised:
     a segment's first turn holds its whole prompt."""
-    segments = sorted({turn.segment for turn in episode.turns})
+    segments = segment_turns(episode)
     if len(segments) <= 1:
         return [episode_to_sample(episode, step_advantages, max_length)]
     if len(step_advantages) != len(episode.turns):
@@ -99,12 +104,57 @@ def episode_to_samples(
             f"episode {episode.episode_id} has {len(episode.turns)} turns "
             f"but {len(step_advantages)} advantages"
         )
-    samples = []
-    for segment in segments:
-        chosen = [(t, a) for t, a in zip(episode.turns, step_advantages, strict=True) if t.segment == segment]
-        part = replace(episode, turns=tuple(turn for turn, _ in chosen))
-        samples.append(episode_to_sample(part, [advantage for _, advantage in chosen], max_length))
-    return samples
+    return [
+        episode_to_sample(
+            replace(episode, turns=tuple(episode.turns[p] for p in positions)),
+            [step_advantages[p] for p in positions],
+            max_length,
+        )
+        for positions in segments
+    ]
+
+
+def segment_turns(episode: Episode) -> list[tuple[int, ...]]:
+    """The positions (in `episode.turns`) of the turns of each sample `episode_to_samples` makes, in its
+    order: all of them for one segment (or none), else each segment's, by segment number."""
+    segments = sorted({turn.segment for turn in episode.turns})
+    if len(segments) <= 1:
+        return [tuple(range(len(episode.turns)))]
+    return [
+        tuple(position for position, turn in enumerate(episode.turns) if turn.segment == segment)
+        for segment in segments
+    ]
+
+
+def completion_spans(turns: Sequence[Turn]) -> list[tuple[int, int]]:
+    """[start, stop) of each turn's completion tokens in the sample of these turns, laid out as
+    `episode_to_sample` lays them (prompt then completion, turn after turn), before any cut at max_length."""
+    spans = []
+    position = 0
+    for turn in turns:
+        start = position + len(turn.prompt_ids)
+        position = start + len(turn.completion_ids)
+        spans.append((start, position))
+    return spans
+
+
+def turn_values(
+    values: torch.Tensor, sample: TrainSample, spans: Sequence[tuple[int, int]]
+) -> list[list[float] | None]:
+    """Per turn (its `completion_spans`), `values` ([L], one per token of `sample`, e.g. the trainer's
+    log-probs) at its completion tokens. None for a turn not wholly trained in the sample: one cut (even in
+    part) at max_length, a copied context-only turn (loss mask 0), one with no completion tokens, or one
+    whose completion starts the sample (no token before it to predict it from). Never a shifted or
+    partial list: a turn's values are its own tokens' or None."""
+    if values.shape != (sample.num_tokens,):
+        raise ValueError(f"values of shape {tuple(values.shape)} for a sample of {sample.num_tokens} tokens")
+    trained = sample.loss_mask > 0
+    return [
+        values[start:stop].tolist()
+        if 0 < start < stop <= sample.num_tokens and bool(trained[start:stop].all())
+        else None
+        for start, stop in spans
+    ]
 
 
 def copied_turns(episode: Episode) -> int:

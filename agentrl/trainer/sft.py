@@ -43,6 +43,7 @@ from agentrl.trainer.run import (
 )
 from agentrl.trainer.sft_update import sft_sample, sft_schedule, sft_update
 from agentrl.trainer.step import Learner, WeightsOut, make_learner, publish_weights
+from agentrl.trainer.update import UpdateResult
 
 SFTResult = LoopResult
 
@@ -51,11 +52,11 @@ SFTResult = LoopResult
 class SFTLearner(Learner):
     """A `Learner` whose update is one SFT optimiser step (NLL on the demonstrated tokens) instead of PPO."""
 
-    def update(self, samples: Any) -> dict[str, float]:
+    def update(self, samples: Any) -> UpdateResult:
         if not samples:
-            return {}
+            return UpdateResult({})
         config = self.config
-        return sft_update(
+        metrics = sft_update(
             self.policy,
             self.optimizer,
             self.scheduler,
@@ -66,6 +67,7 @@ class SFTLearner(Learner):
             aggregation=config.sft.aggregation,
             parallel=self.parallel,
         )
+        return UpdateResult(metrics)  # no trainer log-probs: no sampler to compare them with
 
 
 class AfterTheLastStep:
@@ -164,10 +166,11 @@ class SFTSeat(RunOwner):
     async def collect(self, step: int) -> Collected:
         return Collected([self.samples[index] for index in self.schedule[step - 1]])
 
-    def record(self, step: int, collected: Collected | None, update: dict[str, float]) -> None:
+    def record(self, step: int, collected: Collected | None, update: UpdateResult) -> None:
         assert collected is not None and self.learner is not None
         extra = {"epoch": float((step - 1) // self.per_epoch + 1), "episodes": float(len(collected.samples))}
-        log_metrics(self.ctx, step, {**update, **extra, "lr": self.learner.scheduler.get_last_lr()[0]})
+        lr = self.learner.scheduler.get_last_lr()[0]
+        log_metrics(self.ctx, step, {**update.metrics, **extra, "lr": lr})
 
     async def finish_training(self, learner: Learner, last_step: int) -> None:
         log_metrics(self.ctx, last_step, {"sync_s": publish_weights(self.ctx.engine, learner)})

@@ -9,8 +9,10 @@ episodes (or demonstrations) arrive. In order:
     2. `update_step`: rank 0's samples to every rank, the engine's memory released, one PPO update of the
        `Learner` in a worker thread (the event loop keeps answering the env service meanwhile), then the new
        weights out through a `WeightsOut` (into the engine directly, through the async loop's gate, or, on
-       ranks without an engine, only the collective gather).
-    3. `record_step`: the episodes and their advantages into the store.
+       ranks without an engine, only the collective gather). Its `UpdateResult` holds the metrics and the
+       trainer's log-probs of each sample's tokens under the weights the update started from.
+    3. `record_step`: the episodes, their advantages and each trained turn's trainer log-probs (mapped back
+       from the samples: `trainer_turn_logprobs`) into the store.
     4. `save_checkpoint_if_due`: a resumable checkpoint every `trainer.checkpoint_every` steps.
 
 What this is not: a loop, or a place that knows engine internals: engines are reached through
@@ -20,6 +22,7 @@ What this is not: a loop, or a place that knows engine internals: engines are re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,8 +44,15 @@ from agentrl.trainer.answer_probs import attach_answer_probs
 from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import RunContext
-from agentrl.trainer.samples import TrainSample, copied_turns, episode_to_samples
-from agentrl.trainer.update import ppo_update
+from agentrl.trainer.samples import (
+    TrainSample,
+    completion_spans,
+    copied_turns,
+    episode_to_samples,
+    segment_turns,
+    turn_values,
+)
+from agentrl.trainer.update import UpdateResult, ppo_update_and_logprobs
 from agentrl.types import Episode
 
 
@@ -60,12 +70,13 @@ class Learner:
     parallel: DataParallel
     pad_id: int
 
-    def update(self, samples: Sequence[TrainSample] | None) -> dict[str, float]:
-        """One PPO-clip update over `samples`; {} (nothing changes) when no sample carries a signal."""
+    def update(self, samples: Sequence[TrainSample] | None) -> UpdateResult:
+        """One PPO-clip update over `samples`, with the trainer's log-probs of their tokens
+        (`update.ppo_update_and_logprobs`); no metrics (nothing changes) when no sample carries a signal."""
         if not samples:
-            return {}
+            return UpdateResult({})
         config = self.config
-        return ppo_update(
+        return ppo_update_and_logprobs(
             self.policy,
             self.optimizer,
             self.scheduler,
@@ -110,14 +121,25 @@ def make_learner(
 
 
 @dataclass(frozen=True)
+class SampleSource:
+    """Where a training sample comes from: the episode (its index in the step's usable episodes) and the
+    positions, in that episode's turns, of the turns it holds (`samples.segment_turns`)."""
+
+    episode: int
+    turns: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Credited:
     """A step's episodes after credit assignment: the usable ones (prepared for the estimator), their
-    per-turn advantages, the samples that carry a signal, and the credit metrics (with `credit_s`)."""
+    per-turn advantages, the samples that carry a signal, the credit metrics (with `credit_s`), and where
+    each sample comes from (`sources`, one per sample; `sample_sources`)."""
 
     usable: list[Episode]
     advantages: list[list[float]]
     samples: list[TrainSample]
     metrics: dict[str, float]
+    sources: list[SampleSource]
 
 
 Preparation = Callable[[RunContext, list[Episode], Sequence[Task]], Awaitable[list[Episode]]]
@@ -155,8 +177,9 @@ async def assign_credit(ctx: RunContext, episodes: Sequence[Episode], tasks: Seq
     advantages, stats = compute_advantages(usable, config)
     keep_all = config.loss.kl_coef > 0 or config.loss.entropy_coef > 0
     samples = training_samples(usable, advantages, config.rollout.max_context_tokens, keep_all)
+    sources = sample_sources(usable, advantages, keep_all)
     metrics = {**stats, "credit_s": time.perf_counter() - started, "trained_episodes": float(len(samples))}
-    return Credited(usable, advantages, samples, metrics)
+    return Credited(usable, advantages, samples, metrics, sources)
 
 
 def compute_advantages(
@@ -186,9 +209,52 @@ def training_samples(
     return [
         sample
         for episode, advantage in zip(episodes, advantages, strict=True)
-        if keep_all or any(value != 0.0 for value in advantage[copied_turns(episode) :])  # own turns only
+        if keep_all or carries_signal(episode, advantage)
         for sample in episode_to_samples(episode, advantage, max_length)  # one per segment (harness episodes)
     ]
+
+
+def carries_signal(episode: Episode, advantages: Sequence[float]) -> bool:
+    """Whether any turn the episode played itself (not a tree branch's copied prefix) has an advantage."""
+    return any(value != 0.0 for value in advantages[copied_turns(episode) :])
+
+
+def sample_sources(
+    episodes: Sequence[Episode], advantages: Sequence[Sequence[float]], keep_all: bool = False
+) -> list[SampleSource]:
+    """Where each sample of `training_samples(episodes, advantages, ..., keep_all)` comes from, in order."""
+    return [
+        SampleSource(index, turns)
+        for index, (episode, advantage) in enumerate(zip(episodes, advantages, strict=True))
+        if keep_all or carries_signal(episode, advantage)
+        for turns in segment_turns(episode)
+    ]
+
+
+def trainer_turn_logprobs(
+    episodes: Sequence[Episode],
+    sources: Sequence[SampleSource],
+    samples: Sequence[TrainSample],
+    logprobs: Sequence[torch.Tensor | None],
+) -> list[list[list[float] | None]]:
+    """Per episode, per turn: the trainer's log-probs of the turn's sampled tokens (`UpdateResult.logprobs`
+    of the samples, mapped back through their `sources`), or None where the update did not compute them:
+    an episode left out of the update, a turn not wholly trained in its sample (`samples.turn_values`: cut
+    at max context, a copied prefix turn), a sample the update kept none for. No log-probs (an update that
+    kept none, SFT's): None everywhere."""
+    out: list[list[list[float] | None]] = [[None] * len(episode.turns) for episode in episodes]
+    if not logprobs:
+        return out
+    if not len(sources) == len(samples) == len(logprobs):
+        raise ValueError(f"{len(sources)} sources, {len(samples)} samples and {len(logprobs)} log-prob rows")
+    for source, sample, values in zip(sources, samples, logprobs, strict=True):
+        if values is None:
+            continue
+        turns = [episodes[source.episode].turns[position] for position in source.turns]
+        found = turn_values(values, sample, completion_spans(turns))
+        for position, turn_logprobs in zip(source.turns, found, strict=True):
+            out[source.episode][position] = turn_logprobs
+    return out
 
 
 # ---- 2. update and weights out -----------------------------------------------------------------------
@@ -250,24 +316,37 @@ def publish_weights(engine: PolicyEngine, learner: Learner, every_rank: bool = F
 
 async def update_step(
     learner: Learner, samples: list[TrainSample] | None, weights_out: WeightsOut
-) -> dict[str, float]:
+) -> UpdateResult:
     """Phase 2 on every rank: rank 0's `samples` to all ranks (the others pass None), the update in a worker
-    thread, then the weights out. Returns the update's metrics with `update_s` and the sync times."""
+    thread, then the weights out. Returns the update's result, its metrics with `update_s` and the sync
+    times."""
     started = time.perf_counter()
     shared = await distributed.off_loop(distributed.broadcast, samples, learner.parallel)
     weights_out.before()
     update = await asyncio.to_thread(learner.update, shared)
     update_s = time.perf_counter() - started
-    return {**update, "update_s": update_s, **await weights_out.after(learner, bool(update))}
+    timed = {**update.metrics, "update_s": update_s, **await weights_out.after(learner, update.changed)}
+    return dataclasses.replace(update, metrics=timed)
 
 
 # ---- 3. records and 4. checkpoints -------------------------------------------------------------------
 
 
-def record_step(ctx: RunContext, step: int, episodes: Sequence[Episode], credited: Credited) -> None:
+def record_step(
+    ctx: RunContext,
+    step: int,
+    episodes: Sequence[Episode],
+    credited: Credited,
+    update: UpdateResult | None = None,
+) -> None:
     """Phase 3: every episode of the step into the store, the usable ones with their advantages and the
+    trainer's log-probs of the turns the update computed them for (`trainer_turn_logprobs`), the
     infrastructure failures without (they are kept, never trained on)."""
-    ctx.writer.record_episodes(ctx.run_id, step, "train", credited.usable, credited.advantages)
+    logprobs = update.logprobs if update is not None else ()
+    trainer = trainer_turn_logprobs(credited.usable, credited.sources, credited.samples, logprobs)
+    ctx.writer.record_episodes(
+        ctx.run_id, step, "train", credited.usable, credited.advantages, trainer_logprobs=trainer
+    )
     failed = [episode for episode in episodes if episode.is_infra_failure]
     ctx.writer.record_episodes(ctx.run_id, step, "train", failed, None)
 

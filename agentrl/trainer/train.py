@@ -70,6 +70,7 @@ from agentrl.trainer.task_sampling import (
     record_sampling,
     resumed_sampler,
 )
+from agentrl.trainer.update import UpdateResult
 
 TrainResult = LoopResult
 T = TypeVar("T")
@@ -167,18 +168,18 @@ class SyncSeat(RunOwner):
         credited = await assign_credit(self.ctx, collected.episodes, collected.tasks)
         return Collected(credited.samples, (collected, credited))
 
-    def record(self, step: int, collected: Collected | None, update: dict[str, float]) -> None:
+    def record(self, step: int, collected: Collected | None, update: UpdateResult) -> None:
         assert collected is not None
         played: StepEpisodes = collected.payload[0]
         credited: Credited = collected.payload[1]
-        record_step(self.ctx, step, played.episodes, credited)
+        record_step(self.ctx, step, played.episodes, credited, update)
         record_sampling(self.ctx, step, played)  # the dropped groups (never trained on) and the draws
         _, step_cpu, rollout_s, rollout_cpu_s = self.clocks
         metrics = {
             **rollout_metrics(played.played_episodes),
             **played.metrics,
             **credited.metrics,
-            **update,
+            **update.metrics,
             "rollout_s": rollout_s,
             "rollout_cpu_s": rollout_cpu_s,
             "step_cpu_s": time.process_time() - step_cpu,
@@ -219,7 +220,7 @@ class RolloutRankSeat:
     async def collect(self, step: int) -> None:
         await self.serve()
 
-    def record(self, step: int, collected: Collected | None, update: dict[str, float]) -> None:
+    def record(self, step: int, collected: Collected | None, update: UpdateResult) -> None:
         """Rank 0 records."""
 
     def flush(self) -> None:

@@ -7,7 +7,10 @@ What this is: `ppo_update`, a short readable loop:
 The scaling makes the accumulated gradient exactly that of the mini-batch loss under the configured
 aggregation (for token_mean: the mean over every sampled token of the mini batch). Also here: truncated
 importance sampling (`with_tis_weights`), the sampler-mismatch metrics, and `loss_step`, the same step with
-another loss (SFT's).
+another loss (SFT's). `ppo_update_and_logprobs` is the same update that also hands back the trainer's
+log-probs of the sampled tokens under the weights it started from (`UpdateResult`: every sample's with one
+mini batch, the default, or with TIS; the run store keeps them per turn, beside the sampler's), taken from
+the forward pass the loss already makes.
 
 Data parallel (`parallel=DataParallel(rank, world_size)`, `parallel.py`; the model wrapped by FSDP2 in
 `agentrl/trainer/distributed.py`): each rank trains on every world_size-th sample of each mini batch; the
@@ -38,7 +41,7 @@ from agentrl.trainer.configs import Aggregation, LossConfig, OptimConfig, Update
 from agentrl.trainer.losses import LOG_RATIO_CLAMP, aggregation_weight, policy_loss
 from agentrl.trainer.optim import clip_and_step
 from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
-from agentrl.trainer.samples import TrainSample, collate, columns_start, to_sample_layout
+from agentrl.trainer.samples import Pack, TrainSample, collate, columns_start, to_sample_layout
 from agentrl.trainer.shared_prefix import (
     collate_pack,
     local_packs,
@@ -52,6 +55,22 @@ MicroBatchLoss = Callable[
 ]
 """A micro batch's loss from the model and the collated batch: (loss, token-mean metrics, metrics
 aggregated as the loss is); `ppo_update`'s is PPO's, `loss_step` takes another."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateResult:
+    """What an update gives back: its `metrics` (`ppo_update`'s) and `logprobs`, per sample in the order
+    given, the trainer's log-probs of its tokens ([L] float32 on the CPU, 0 where loss_mask is 0) under the
+    weights the update started from, at the sampling temperature, or None for a sample whose log-probs the
+    update did not compute before its first optimiser step (`ppo_update_and_logprobs`). Empty: none kept."""
+
+    metrics: dict[str, float]
+    logprobs: tuple[torch.Tensor | None, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """Whether the weights changed (an update with no samples returns no metrics)."""
+        return bool(self.metrics)
 
 
 def ppo_update(
@@ -78,21 +97,92 @@ def ppo_update(
     the episodes were generated at: logits are divided by it, as the engine's sampler did. The model is in
     train mode during the update and in eval mode after it, whatever happens.
     """
+    return _update(
+        model,
+        optimizer,
+        scheduler,
+        samples,
+        pad_id,
+        loss_cfg,
+        update_cfg,
+        ref_model,
+        optim_cfg,
+        temperature,
+        parallel,
+        keep_logprobs=False,
+    ).metrics
+
+
+def ppo_update_and_logprobs(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    samples: list[TrainSample],
+    pad_id: int,
+    loss_cfg: LossConfig,
+    update_cfg: UpdateConfig,
+    ref_model: torch.nn.Module | None = None,
+    optim_cfg: OptimConfig | None = None,
+    temperature: float = 1.0,
+    parallel: DataParallel = SINGLE_PROCESS,
+) -> UpdateResult:
+    """`ppo_update`, keeping the trainer's log-probs of the samples' tokens under the weights it started
+    from (the viewer's importance ratio against the sampler's), at no extra forward pass: the log-probs the
+    first mini batch of the first epoch computes for its loss (before the first optimiser step), or with
+    `loss_cfg.tis_cap` > 0 those of `with_tis_weights`' pass (every sample). Samples in later mini batches
+    (`update.mini_batches` > 1, no TIS) get None: their first forward comes after an optimiser step. With
+    several ranks each rank computes its own samples' and every rank gets all of them (one all-gather)."""
+    return _update(
+        model,
+        optimizer,
+        scheduler,
+        samples,
+        pad_id,
+        loss_cfg,
+        update_cfg,
+        ref_model,
+        optim_cfg,
+        temperature,
+        parallel,
+        keep_logprobs=True,
+    )
+
+
+def _update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    samples: list[TrainSample],
+    pad_id: int,
+    loss_cfg: LossConfig,
+    update_cfg: UpdateConfig,
+    ref_model: torch.nn.Module | None,
+    optim_cfg: OptimConfig | None,
+    temperature: float,
+    parallel: DataParallel,
+    keep_logprobs: bool,
+) -> UpdateResult:
+    """The update of `ppo_update` (its docstring), with the log-probs of `ppo_update_and_logprobs` when
+    `keep_logprobs`."""
     if loss_cfg.kl_coef > 0 and ref_model is None:
         raise ConfigError("loss.kl_coef > 0 needs a reference model; pass ref_model or set kl_coef to 0")
     grad_clip = (optim_cfg or OptimConfig()).grad_clip
     update_cfg = sharing_where_supported(update_cfg, model, ref_model, parallel)
     tally = _Tally()
+    kept: dict[int, torch.Tensor] = {}
     if loss_cfg.tis_cap > 0:
         if parallel.world_size > 1:
             raise ConfigError("loss.tis_cap > 0 is single-process for now; use trainer.nproc=1 or tis_cap=0")
         samples, tis_metrics = with_tis_weights(model, samples, pad_id, loss_cfg, update_cfg, temperature)
         tally.add(tis_metrics)
+        # its old log-probs are the trainer's own now, under the weights the update starts from
+        kept = {index: sample.old_logprobs for index, sample in enumerate(samples)} if keep_logprobs else {}
     model.train()
     try:
         for epoch in range(update_cfg.ppo_epochs):
             for index, mini_batch in enumerate(_split(samples, update_cfg.mini_batches)):
-                step_metrics = _mini_batch_step(
+                first = not epoch and not index  # the weights are still those the update started from
+                step_metrics, logprobs = _mini_batch_step(
                     model,
                     optimizer,
                     mini_batch,
@@ -102,9 +192,11 @@ def ppo_update(
                     ref_model,
                     temperature,
                     parallel,
+                    keep_logprobs=keep_logprobs and first and loss_cfg.tis_cap <= 0,
                 )
+                kept.update(logprobs)  # the first mini batch starts at sample 0: its indices are the samples'
                 # after the first mini batch the weights have moved; with TIS it was measured before the loop
-                if epoch or index or loss_cfg.tis_cap > 0:
+                if not first or loss_cfg.tis_cap > 0:
                     step_metrics = {k: v for k, v in step_metrics.items() if not k.startswith("sampler_")}
                 tally.add(step_metrics)
                 tally.add({"grad_norm": clip_and_step(model, optimizer, scheduler, grad_clip)}, weight=1.0)
@@ -114,7 +206,9 @@ def ppo_update(
     if "sampler_weight_sq_mean" in means:
         second_moment = means.pop("sampler_weight_sq_mean")
         means["ess"] = effective_sample_size(means["sampler_weight_mean"], second_moment)
-    return {**means, "tokens": float(sum(sample.num_sampled_tokens for sample in samples))}
+    metrics = {**means, "tokens": float(sum(sample.num_sampled_tokens for sample in samples))}
+    per_sample = tuple(kept.get(index) for index in range(len(samples))) if keep_logprobs else ()
+    return UpdateResult(metrics, per_sample)
 
 
 @torch.no_grad()
@@ -179,26 +273,30 @@ def _mini_batch_step(
     temperature: float,
     parallel: DataParallel,
     micro_loss: MicroBatchLoss | None = None,
-) -> dict[str, float]:
-    """Accumulate the mini batch's gradient over micro batches; return its token-weighted metrics. The loss
-    of a micro batch is PPO's (`_micro_batch_loss`) unless `micro_loss` gives another (SFT's NLL)."""
+    keep_logprobs: bool = False,
+) -> tuple[dict[str, float], dict[int, torch.Tensor]]:
+    """Accumulate the mini batch's gradient over micro batches; return its token-weighted metrics and, with
+    `keep_logprobs` (PPO's loss only), the log-probs its forward passes computed, by index into
+    `mini_batch`, in each sample's layout (`sample_logprobs`), gathered from every rank. The loss of a micro
+    batch is PPO's (`_micro_batch_loss`) unless `micro_loss` gives another (SFT's NLL)."""
     optimizer.zero_grad(set_to_none=True)
     device = model_device(model)
-    chunks = [
-        to_device(collate_pack(mini_batch, pack, pad_id), device)
-        for pack in local_packs(mini_batch, update_cfg, parallel)
-    ]
+    packs = local_packs(mini_batch, update_cfg, parallel)
+    chunks = [to_device(collate_pack(mini_batch, pack, pad_id), device) for pack in packs]
     weights = [aggregation_weight(batch["loss_mask"], loss_cfg.aggregation) for batch in chunks]
     total = parallel.sum(float(sum(weights))) or 1.0
     passes = int(parallel.max(float(len(chunks))))
     filler = to_device(collate(mini_batch[:1], pad_id), device)
     tally = _Tally()
+    kept: dict[int, torch.Tensor] = {}
     for index in range(passes):
         batch, weight = (chunks[index], weights[index]) if index < len(chunks) else (filler, 0.0)
         if micro_loss is None:
-            loss, metrics, aggregated = _micro_batch_loss(
+            loss, metrics, aggregated, logprobs = _micro_batch_loss(
                 model, batch, loss_cfg, update_cfg, ref_model, temperature
             )
+            if keep_logprobs and index < len(packs):  # fillers hold no sample of this rank
+                kept.update(sample_logprobs(logprobs.detach(), batch, packs[index], mini_batch))
         else:
             loss, metrics, aggregated = micro_loss(model, batch)
         (loss * (weight * parallel.world_size / total)).backward()
@@ -207,7 +305,23 @@ def _mini_batch_step(
             # means over micro batches are the mini batch's, however its samples were split
             tally.add(metrics, weight=float(batch["loss_mask"].sum().item()))
             tally.add({**aggregated, "loss": float(loss.item())}, weight=weight)
-    return _Tally.merge(parallel.gather(tally)).means()
+    if keep_logprobs:  # every rank computed its own samples'
+        kept = {index: values for rank in parallel.gather(kept) for index, values in rank.items()}
+    return _Tally.merge(parallel.gather(tally)).means(), kept
+
+
+def sample_logprobs(
+    logprobs: torch.Tensor, batch: dict[str, torch.Tensor], pack: Pack, samples: Sequence[TrainSample]
+) -> dict[int, torch.Tensor]:
+    """A micro batch's [B, T] log-probs at its loss columns (`pack_token_logprobs`) -> by index into
+    `samples`, each member's [L] log-probs at its own positions (float32 on the CPU), 0 where its loss mask
+    is 0: there a shared-prefix pack's row holds another member's values or none (`samples.shared_length`)."""
+    rows = logprobs.float().cpu()
+    start = columns_start(batch)
+    return {
+        index: to_sample_layout(rows[row], samples[index], start) * samples[index].loss_mask
+        for row, index in enumerate(pack.indices)
+    }
 
 
 def loss_step(
@@ -230,7 +344,7 @@ def loss_step(
     loss_cfg = LossConfig(aggregation=aggregation)
     model.train()
     try:
-        metrics = _mini_batch_step(
+        metrics, _ = _mini_batch_step(
             model, optimizer, samples, pad_id, loss_cfg, update_cfg, None, 1.0, parallel, micro_loss
         )
         grad_norm = clip_and_step(model, optimizer, scheduler, grad_clip)
@@ -257,9 +371,9 @@ def _micro_batch_loss(
     update_cfg: UpdateConfig,
     ref_model: torch.nn.Module | None,
     temperature: float,
-) -> tuple[torch.Tensor, dict[str, float], dict[str, float]]:
-    """The micro batch's loss, its token-mean metrics, and its aggregated ones (kl, and entropy when it is
-    the bonus: `aggregate`d as the loss is)."""
+) -> tuple[torch.Tensor, dict[str, float], dict[str, float], torch.Tensor]:
+    """The micro batch's loss, its token-mean metrics, its aggregated ones (kl, and entropy when it is the
+    bonus: `aggregate`d as the loss is), and its log-probs at the loss columns ([B, T], with their graph)."""
     with _autocast(update_cfg.autocast_bf16):
         logits = pack_logits(model, batch)
         ref_logprobs = _reference_logprobs(ref_model, batch, temperature) if ref_model is not None else None
@@ -282,7 +396,7 @@ def _micro_batch_loss(
     aggregated = {"kl": metrics.pop("kl")} if "kl" in metrics else {}
     if bonus is not None:
         aggregated["entropy"] = metrics.pop("entropy")
-    return loss, metrics, aggregated
+    return loss, metrics, aggregated, new_logprobs
 
 
 def sampler_mismatch(

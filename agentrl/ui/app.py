@@ -12,8 +12,9 @@
                                          group (count and links), invalid flag, infrastructure error; the
                                          return as the estimator used it, each turn's finish reason
                                          (`finish.py`), the first prompt's tools and examples, each
-                                         turn's sampled tokens coloured by the sampler's probability
-                                         (`tokens.py`)
+                                         turn's sampled tokens coloured by the sampler's probability,
+                                         with the trainer's log-probs and the importance ratio where the
+                                         update computed them (`tokens.py`)
     /runs/{run}/search, /export.jsonl    search by task id or text, streamed export (`search.py`)
     /compare?run=A&run=B                 several runs: metrics overlaid, key config, config diff
     /heldout?run_a=&step_a=&run_b=&step_b= one held-out evaluation against another, task by task
@@ -55,7 +56,7 @@ from agentrl.store import pages, repository
 from agentrl.ui import analysis, charts, compare, credit_view, finish, paging, search, thinning, views
 from agentrl.ui.paging import Pager, Sorter
 from agentrl.ui.templates import environment
-from agentrl.ui.tokens import token_strip
+from agentrl.ui.tokens import TokenStrip, clip_range, no_trainer_reason, token_strip
 from agentrl.ui.tree import group_tree
 
 RUNS_PER_PAGE = 50
@@ -305,7 +306,24 @@ def episode_context(
         "finishes": finish.turn_finishes(run["config"], episode["turns"]),
         "prompt": analysis.episode_prompt(store, run, episode),
         "calls": {turn["index"]: tool_calls(turn["text"]) for turn in episode["turns"]},
-        "strips": {turn["index"]: token_strip(turn.get("tokens")) for turn in episode["turns"]},
+        "strips": turn_strips(run["config"], episode, whole),
+    }
+
+
+def turn_strips(
+    config: Mapping[str, Any], episode: Mapping[str, Any], whole: Mapping[str, Any]
+) -> dict[int, TokenStrip]:
+    """Per turn index of the page, its token strip, the ratios boxed against the run's clip range, and why
+    a turn has no trainer log-probs (from `whole`, the episode with every turn's advantage)."""
+    clip = clip_range(config)
+    advantages = [turn["advantage"] for turn in whole["turns"]]
+    return {
+        turn["index"]: token_strip(
+            turn.get("tokens"),
+            clip=clip,
+            no_trainer=no_trainer_reason(episode, int(turn["index"]), advantages, config),
+        )
+        for turn in episode["turns"]
     }
 
 

@@ -10,7 +10,9 @@ sampler does. The saved config holds the keys the viewer's runs list reads (mode
 eval temperature), with placeholder values. Each completion is "tokenised" into pieces of four characters
 and an end-of-turn token (`sample_tokens`), with made-up sampler log-probs (digits are less likely, a turn
 without a tool call starts unlikely), and stored with their pieces (`sample_pieces`), so the episode page
-shows its token strips.
+shows its token strips; the training episodes that carry a signal also get made-up trainer log-probs
+(`sample_trainer_logprobs`: within a few thousandths of the sampler's, and far above it on the first token
+of a turn with no tool call, outside the clip range), as the update records them.
 
 What this is not: a model's output. No model is loaded; the episodes are deterministic functions of the
 step and episode index. KL and entropy are synthetic numbers (so the plot has every panel).
@@ -58,6 +60,26 @@ def sample_tokens(text: str, called: bool) -> tuple[tuple[int, ...], tuple[float
     if logprobs and not called:
         logprobs[0] -= 2.5
     return ids, (*logprobs, -0.01)
+
+
+def sample_trainer_logprobs(
+    episodes: Sequence[Episode], advantages: Sequence[Sequence[float]]
+) -> list[list[list[float] | None]]:
+    """Per episode and turn, made-up trainer log-probs of its sampled tokens: the sampler's plus
+    0.002 x (position mod 5 - 2), and +0.4 (a ratio of about 1.5) on the first token of a turn with no tool
+    call; None for an episode whose advantages are all 0 (the update leaves it out)."""
+    out: list[list[list[float] | None]] = []
+    for episode, values in zip(episodes, advantages, strict=True):
+        trained = any(value != 0.0 for value in values)
+        out.append([_trainer_logprobs(turn) if trained else None for turn in episode.turns])
+    return out
+
+
+def _trainer_logprobs(turn: Turn) -> list[float]:
+    shifted = [lp + 0.002 * (position % 5 - 2) for position, lp in enumerate(turn.completion_logprobs)]
+    if shifted and not turn.action.tool_calls:
+        shifted[0] += 0.4
+    return shifted
 
 
 def sample_pieces(ids: Sequence[int]) -> list[str]:
@@ -180,7 +202,9 @@ def record_sample_run(store: Store, name: str = "sample-calc", eval_temperature:
         for step in range(1, STEPS + 1):
             episodes = [sample_episode(step, task, m) for task in SAMPLE_TASKS for m in range(GROUP_SIZE)]
             usable = [episode for episode in episodes if not episode.is_infra_failure]
-            writer.record_episodes(run_id, step, "train", usable, gigpo_advantages(usable))
+            advantages = gigpo_advantages(usable)
+            trainer = sample_trainer_logprobs(usable, advantages)
+            writer.record_episodes(run_id, step, "train", usable, advantages, trainer_logprobs=trainer)
             writer.record_episodes(run_id, step, "train", [e for e in episodes if e.is_infra_failure], None)
             writer.record_metrics(run_id, step, step_metrics(episodes, step))
             writer.record_task_draws(run_id, task_draws(step, episodes))

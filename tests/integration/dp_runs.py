@@ -1,7 +1,7 @@
 """Helpers of the multi-rank training tests (test_dp_rollouts.py, test_multinode.py): a tiny run on disk (a
 random 2-layer Llama over the byte tokenizer, task files, a run config for `test/ByteSum-v0` with the HF
 engine in fp32 and seeded sampling), the env service that serves it, and readers of what a run left behind
-(per-step metrics, stored episodes, final weights). Not a test itself."""
+(per-step metrics, stored episodes and their trainer log-probs, final weights). Not a test itself."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tiny_models import tiny_llama
 from tiny_tokenizers import byte_tokenizer
 
 from agentrl.service.embedded import EmbeddedService
+from agentrl.store.repository import unpack_logprobs
 
 AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
 TIMINGS = ("_s",)  # wall-clock metrics differ between runs by nature
@@ -133,6 +134,25 @@ def stored_episodes(db: Path, name: str) -> list[tuple[Any, ...]]:
             ).fetchall()
             rows.append((*fields, tuple(t for t, _ in turns), tuple(a for _, a in turns)))
     return sorted(rows, key=lambda row: tuple(map(str, row[:7])))
+
+
+def stored_trainer_logprobs(db: Path, name: str) -> dict[tuple[Any, ...], tuple[list[float] | None, ...]]:
+    """Per episode of run `name`, keyed by (step, split, task id, env seed, turn texts), the trainer's
+    log-probs of each turn's sampled tokens as stored (None where the update computed none)."""
+    with sqlite3.connect(db) as conn:
+        (run_id,) = conn.execute("select id from runs where name = ?", (name,)).fetchone()
+        episodes = conn.execute(
+            "select id, step, split, task_id, seed from episodes where run_id = ?", (run_id,)
+        ).fetchall()
+        out = {}
+        for episode_id, *fields in episodes:
+            turns = conn.execute(
+                'select text, trainer_logprobs from turns where episode_id = ? order by "index"',
+                (episode_id,),
+            ).fetchall()
+            key = (*fields, tuple(text for text, _ in turns))
+            out[key] = tuple(None if blob is None else unpack_logprobs(blob) for _, blob in turns)
+    return out
 
 
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:

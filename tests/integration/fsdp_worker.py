@@ -7,7 +7,8 @@
     ... OUT.pt --updates 1 --resume RUN_DIR # restore RUN_DIR's newest checkpoint, then one more update
     ... OUT.pt --grouped                    # groups whose members share a prompt (update.shared_prefix)
 
-Rank 0 saves {"params": full state dict after the last update, "metrics": its metrics} to OUT.pt.
+Rank 0 saves {"params": full state dict after the last update, "metrics": its metrics, "logprobs": the
+trainer log-probs the last update kept, per sample (`ppo_update_and_logprobs`)} to OUT.pt.
 Used by tests/integration/test_fsdp.py; not a test itself.
 """
 
@@ -24,7 +25,7 @@ from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
 from agentrl.trainer.distributed import close, exit_rank, full_state_dict, init_from_env, shard_model
 from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.samples import TrainSample
-from agentrl.trainer.update import ppo_update
+from agentrl.trainer.update import ppo_update_and_logprobs
 
 VOCAB = 96
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint.load(found, model, optimizer, scheduler, parallel)
         done = checkpoint.read_state(found).step
     for _ in range(args.updates):
-        metrics = ppo_update(
+        result = ppo_update_and_logprobs(
             model,
             optimizer,
             scheduler,
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint.save(args.save, state, model, optimizer, scheduler, parallel=parallel)
     params = full_state_dict(model) if parallel.world_size > 1 else dict(model.state_dict())
     if parallel.rank == 0:
-        torch.save({"params": params, "metrics": metrics}, args.out)
+        torch.save({"params": params, "metrics": result.metrics, "logprobs": result.logprobs}, args.out)
     close(parallel)
     if parallel.world_size > 1:
         exit_rank(0)

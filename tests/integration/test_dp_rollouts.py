@@ -18,6 +18,7 @@ from dp_runs import (
     run_train,
     step_metrics,
     stored_episodes,
+    stored_trainer_logprobs,
     tiny_run_config,
     train_args,
 )
@@ -76,6 +77,15 @@ def test_two_ranks_playing_their_shares_record_the_single_process_run(
         assert [value is None for value in a[7]] == [value is None for value in b[7]]  # None: untrained
         advantages = [(x, y) for x, y in zip(a[7], b[7], strict=True) if x is not None]
         assert [y for _, y in advantages] == pytest.approx([x for x, _ in advantages], rel=1e-5, abs=1e-6)
+    # the trainer's log-probs: each rank computed its own samples', rank 0 recorded all of them
+    trainer_one, trainer_two = stored_trainer_logprobs(db, "one"), stored_trainer_logprobs(db, "two")
+    assert trainer_one.keys() == trainer_two.keys()
+    assert any(value is not None for turns in trainer_one.values() for value in turns)
+    for key, turns in trainer_one.items():
+        assert [value is None for value in turns] == [value is None for value in trainer_two[key]], key
+        for mine, theirs in zip(turns, trainer_two[key], strict=True):
+            if mine is not None:
+                assert theirs == pytest.approx(mine, abs=1e-4), key
     per_step = Counter((row[0], row[1]) for row in double)  # every played episode stored exactly once
     for step in (1, 2, 3):
         assert per_step[(step, "train")] == one[step]["episodes"]

@@ -1,11 +1,14 @@
-"""FSDP2 across 2 CPU processes (torchrun, gloo): one update equals the single-process update."""
+"""FSDP2 across 2 CPU processes (torchrun, gloo): one update equals the single-process update, and so do the
+trainer log-probs it hands back (each rank computes its own samples'; every rank gets all of them)."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -32,6 +35,7 @@ def test_two_rank_fsdp2_update_equals_the_single_process_update(tmp_path: Path) 
         assert torch.allclose(value, double["params"][name], atol=1e-5, rtol=0), name
     for name in ("loss", "clip_frac", "approx_kl", "grad_norm", "tokens"):
         assert double["metrics"][name] == pytest.approx(single["metrics"][name], rel=1e-5, abs=1e-7), name
+    assert_same_trainer_logprobs(single["logprobs"], double["logprobs"], kept=3)  # 5 samples: 3 + 2
 
 
 @pytest.mark.slow
@@ -48,6 +52,18 @@ def test_two_ranks_train_grouped_samples_as_one_process_sharing_their_prefix(tmp
         assert torch.allclose(value, double["params"][name], atol=1e-5, rtol=0), name
     for name in ("loss", "clip_frac", "approx_kl", "grad_norm", "tokens", "sampler_kl", "ess"):
         assert double["metrics"][name] == pytest.approx(single["metrics"][name], rel=1e-5, abs=1e-7), name
+    assert_same_trainer_logprobs(single["logprobs"], double["logprobs"], kept=3)
+
+
+def assert_same_trainer_logprobs(single: Sequence[Any], double: Sequence[Any], kept: int) -> None:
+    """Rank 0 holds every sample's trainer log-probs, each rank's own gathered (the two ranks ran every
+    other sample), equal to one process's; the first mini batch's `kept` samples have them, the rest
+    (after an optimiser step) None."""
+    assert len(single) == len(double)
+    assert [value is None for value in single] == [value is None for value in double]
+    assert [value is not None for value in single] == [index < kept for index in range(len(single))]
+    for index in range(kept):
+        assert torch.allclose(single[index], double[index], atol=1e-5), index
 
 
 @pytest.mark.slow

@@ -181,7 +181,7 @@ def check_and_train(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, 
     assert len(samples) == 4
     before = [p.detach().clone() for p in model.parameters()]
     learner = make_learner(config, SINGLE_PROCESS, model, pad_id(tokenizer))
-    metrics = learner.update(samples)
+    metrics = learner.update(samples).metrics
     assert metrics["tokens"] > 0 and abs(metrics["sampler_abs_log_ratio"]) < 0.01
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 

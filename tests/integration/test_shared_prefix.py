@@ -36,7 +36,7 @@ from agentrl.trainer.shared_prefix import (
     pack_token_logprobs,
     shared_prefix_unsupported,
 )
-from agentrl.trainer.update import loss_step, ppo_update, with_tis_weights
+from agentrl.trainer.update import loss_step, ppo_update, ppo_update_and_logprobs, with_tis_weights
 from agentrl.types import Action, Episode, Turn
 
 PAD_ID = 0
@@ -387,3 +387,63 @@ def test_a_branch_owns_the_deeper_prefix_of_its_own_branches() -> None:
     loss = LossConfig(kl_coef=0.1, entropy_coef=0.01, aggregation="seq_mean_token_mean")
     plain = run(samples, dataclasses.replace(update, shared_prefix=False), loss)
     assert_equal_updates(run(samples, update, loss), plain)
+
+
+def plain_logprobs(
+    model: torch.nn.Module, samples: Sequence[TrainSample], temperature: float
+) -> list[torch.Tensor]:
+    """Each sample's log-probs from a forward of it alone, 0 where its loss mask is 0."""
+    out = []
+    with torch.no_grad():
+        for sample in samples:
+            logits = model(input_ids=sample.input_ids[None]).logits
+            logprobs, _ = sampled_token_logprobs(logits, sample.input_ids[None], temperature)
+            out.append(logprobs[0] * sample.loss_mask)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("update", "loss"),
+    [
+        (UpdateConfig(micro_batch_size=4, min_shared_tokens=8), LossConfig()),  # shared-prefix packs
+        (UpdateConfig(micro_batch_size=3, min_shared_tokens=8), LossConfig(kl_coef=0.1)),
+        (UpdateConfig(micro_batch_size=1, shared_prefix=False), LossConfig()),  # one sample a micro batch
+        (UpdateConfig(micro_batch_size=4, min_shared_tokens=8, ppo_epochs=2), LossConfig()),
+        (UpdateConfig(micro_batch_size=4, min_shared_tokens=8, mini_batches=3), LossConfig(tis_cap=2.0)),
+    ],
+)
+def test_the_trainer_log_probs_the_update_keeps_are_those_of_the_weights_it_started_from(
+    update: UpdateConfig, loss: LossConfig
+) -> None:
+    """Whatever the packing (shared-prefix packs of trees and flat groups, plain micro batches), the
+    log-probs the update hands back are a plain forward's of each sample under the starting weights (lr is
+    not 0: the weights move during the update), at the sampling temperature, 0 where nothing is trained."""
+    samples = tree_and_flat()
+    model = tiny_model()
+    expected = plain_logprobs(model, samples, 0.7)
+    reference = tiny_model(seed=3) if loss.kl_coef > 0 else None
+    optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
+    result = ppo_update_and_logprobs(
+        model, optimizer, scheduler, samples, PAD_ID, loss, update, ref_model=reference, temperature=0.7
+    )
+    assert result.metrics["tokens"] > 0 and len(result.logprobs) == len(samples)
+    for index, (kept, plain) in enumerate(zip(result.logprobs, expected, strict=True)):
+        assert kept is not None and kept.shape == plain.shape, index
+        assert torch.allclose(kept, plain, atol=1e-5), index
+    moved = plain_logprobs(model, samples, 0.7)
+    assert not torch.allclose(moved[0], expected[0], atol=1e-3)  # the update did move the weights
+
+
+def test_later_mini_batches_keep_no_trainer_log_probs() -> None:
+    """Without TIS, the samples of mini batches after the first run their first forward after an optimiser
+    step: the update keeps nothing for them rather than log-probs of other weights."""
+    samples = tree_and_flat()
+    model = tiny_model()
+    expected = plain_logprobs(model, samples, 1.0)
+    optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
+    update = UpdateConfig(micro_batch_size=4, min_shared_tokens=8, mini_batches=2)
+    result = ppo_update_and_logprobs(model, optimizer, scheduler, samples, PAD_ID, LossConfig(), update)
+    first = (len(samples) + 1) // 2
+    assert all(kept is None for kept in result.logprobs[first:])
+    for kept, plain in zip(result.logprobs[:first], expected[:first], strict=True):
+        assert kept is not None and torch.allclose(kept, plain, atol=1e-5)

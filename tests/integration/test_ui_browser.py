@@ -193,7 +193,8 @@ def stored_pairs(db: Path, run_a: str, run_b: str) -> dict[str, int]:
 def test_compare_held_out_and_credit_in_chromium(two_runs: tuple[str, Path], tmp_path: Path) -> None:
     """Runs list -> tick two runs -> compare (overlaid charts, config diff) -> held-out per task (counts
     match the store) -> a run's charts (a point per stored metric value, hover titles) -> step (group
-    summaries, anchor groups) -> episode (the return as used)."""
+    summaries, anchor groups) -> episode (the return as used, a turn's token strip with the trainer's
+    log-probs and importance ratios, the token outside the clip range boxed)."""
     base, db = two_runs
     with sqlite3.connect(db) as conn:
         points = conn.execute(
@@ -245,6 +246,23 @@ def test_compare_held_out_and_credit_in_chromium(two_runs: tuple[str, Path], tmp
         first = strip.locator("div.tokens span").first
         assert first.inner_text() == "The " and "p 0.080" in (first.get_attribute("title") or "")
         assert strip.locator("table.lowest-tokens code").all_inner_texts() == ["The ", "s 42"]
+        # the trainer's log-probs beside the sampler's: the ratio in each title, the clipped token boxed
+        assert (
+            "trainer vs sampler: mean |log ratio| 0.0680, max ratio 1.486"
+            in strip.locator(".ratio-summary").inner_text()
+        )
+        assert "trainer log-prob -2.134 · ratio 1.486" in (first.get_attribute("title") or "")
+        assert first.get_attribute("class") == "p3 clip"
+        outline = first.evaluate(
+            "node => getComputedStyle(node).outlineStyle + ' ' + getComputedStyle(node).outlineWidth"
+        )
+        assert outline == "solid 2px"  # drawn, not only classed
+        assert strip.locator("table.clipped-tokens code").all_inner_texts() == ["The "]
+        second = strip.locator("div.tokens span").nth(1)
+        assert (
+            "ratio 0.998" in (second.get_attribute("title") or "") and second.get_attribute("class") is None
+        )
+        strip.screenshot(path=str(tmp_path / "ratios.png"))
 
 
 @pytest.mark.slow

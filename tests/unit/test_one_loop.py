@@ -26,6 +26,7 @@ from agentrl.trainer.loop import Collected, FollowerSeat, Plan, run_loop
 from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.sft import AfterTheLastStep
 from agentrl.trainer.step import GatherOnly, IntoEngine, Learner, WeightsOut, publish_weights
+from agentrl.trainer.update import UpdateResult
 
 STEPS = 3
 
@@ -74,8 +75,8 @@ class Policy(torch.nn.Linear):
 
 
 class FakeLearner(Learner):
-    def update(self, samples: Sequence[Any] | None) -> dict[str, float]:
-        return {"loss": 1.0} if samples else {}
+    def update(self, samples: Sequence[Any] | None) -> UpdateResult:
+        return UpdateResult({"loss": 1.0} if samples else {})
 
 
 class FakeEngine:
