@@ -6,20 +6,31 @@ turn that was discarded can be looked for in every episode (pure logic: no model
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pytest
 from test_rollout import SAMPLING, ScriptedEngine, call
 from test_tree_entropy import EntropyEngine, by_turn, entropy_config
 from test_tree_rollout import TASK, ForkingCounter, tree_config
 
+from agentrl.agent import tree
 from agentrl.agent.engines.base import Completion, SamplingParams
+from agentrl.agent.retry import RetryConfig
 from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.agent.tree import BRANCH_INFO_KEYS, play_tree, reset_mismatch, step_mismatch
 from agentrl.env.core import StepResult
 from agentrl.errors import ServiceUnavailable
 from agentrl.types import Action, Episode, ForkedSession, SessionStart, Turn
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Re-plays without the wait before each (`RetryConfig.backoff_s`), which only slows these tests."""
+    monkeypatch.setattr(tree, "RetryConfig", functools.partial(RetryConfig, backoff_s=0.0))
+    yield
 
 
 @dataclass
