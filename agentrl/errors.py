@@ -5,7 +5,8 @@
     │   └── NotFound             the viewer was asked for a run, step or episode the store does not hold (404)
     ├── EnvError                 an environment or its registry misbehaved
     │   ├── EnvNotFound          unknown env id (with "did you mean" suggestions)
-    │   └── EnvPluginError       an installed plugin failed to import or register
+    │   ├── EnvPluginError       an installed plugin failed to import or register
+    │   └── ReplayDiverged       an episode's actions replayed from reset did not reach its recorded states
     ├── SandboxError             the sandbox layer failed (infrastructure, not the agent's fault)
     │   ├── SandboxUnavailable   Docker engine or image missing; run `make setup`
     │   ├── SandboxLost          a container died or vanished mid-episode
@@ -74,6 +75,12 @@ class EnvNotFound(EnvError):
 
 class EnvPluginError(EnvError):
     """An installed env plugin failed to import or register."""
+
+
+class ReplayDiverged(EnvError):
+    """Replaying an episode's actions into a fresh session (reset with the same task and seed) did not give
+    the step results the episode recorded: the env is not deterministic given its actions, so the state
+    cannot be reached again this way (a tree rollout then keeps the branch as an infrastructure failure)."""
 
 
 class SandboxError(AgentRLError):

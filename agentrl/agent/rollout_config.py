@@ -162,7 +162,8 @@ class RolloutConfig:
                         `max_new_tokens`) could exceed this
     instructions:       the system prompt's opening text; None uses `prompting.DEFAULT_INSTRUCTIONS`
     infra_attempts:     plays of an episode whose earlier plays ended in an infrastructure failure
-                        (1 disables re-runs)
+                        (1 disables re-runs); in a tree, plays of each branch, of each branch point's fork
+                        call and of the whole tree (agentrl/agent/tree.py, "Failures")
     seeded_sampling:    give every turn its own sampler seed, derived from (rollout seed, task, group
                         member, attempt, turn), so rollouts are reproducible whatever the batching (the HF
                         engine then samples each request alone: slower; for exact resume tests and

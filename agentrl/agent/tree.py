@@ -15,10 +15,25 @@ decoded turns instead of G T; the engine's prefix cache makes siblings reuse the
 engine finds the longest cached prefix; vLLM's prefix caching does the same), and the shared-prefix update
 trains the copied prefix once (`shared_copy` in the credit batch).
 
-Failures: the root session's reset failing for infrastructure reasons gives one `infra_error` episode; a
-branch whose session or fork fails so ends its leaves as `infra_error` with the turns they had (kept,
-never trained on); the other branches go on. Branches are not re-played (`rollout.infra_attempts` applies
-to flat groups). Every session the tree opened (the root and each fork) is closed when the tree is done.
+Failures (`INFRA_ERRORS`) are re-played from the nearest state that still exists and is known good, up to
+`rollout.infra_attempts` plays each, as a flat episode is (`replaying`, `fork_at`, `reopen`):
+- a fork call that fails is made again on the same session (`fork_at`): forks are taken before any branch
+  goes on, so that session is still at the branch point;
+- a branch (the turns from a branch point to the next, or to the end) whose session is lost, or whose forks
+  still fail (its session taken as lost too), is played again from its branch point in a fresh session:
+  the task reset with the tree's seed and the branch's prefix actions replayed, each step checked against
+  the turn it replays (`step_mismatch`: observation, reward, flags, state key, what a fork keeps). The
+  prefix (tokens, turns, links) is kept; the turns the branch played after its branch point are discarded
+  and sampled again, with the same sampler seed (seeded sampling: the tree is the same as without the
+  failure). A session that replays elsewhere (`ReplayDiverged`: the env is not deterministic given its
+  actions) ends the branch as a failure at once. The parent's session cannot serve: the branch that went
+  on in it has moved it past the branch point;
+- the root's reset or its trunk (the turns before the first branch point, its forks included) failing
+  plays the whole tree again from reset, like a flat episode.
+A branch still failing after that ends its leaves as `infra_error` with the turns of their last play (kept,
+never trained on); the other branches go on. A leaf's `Episode.attempts` is 1 plus the re-plays on its
+path (a re-fork counts for the forks it made, a branch's re-play for every leaf under it). Every session
+the tree opened (the root, each fork, each re-play's) is closed when the tree is done.
 
 Where a branch forks (`rollout.tree.branch_on`): at the fixed `branch_turns` (`grow`), or on entropy
 (`grow_on_entropy`, after ARPO: Dong et al. 2025, arXiv 2507.19849): a branch samples its turn t in its
@@ -40,12 +55,13 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from agentrl.agent.engines.base import Completion, Engine, SamplingParams
 from agentrl.agent.prompting import render_first_prompt
+from agentrl.agent.retry import RetryConfig
 from agentrl.agent.rollout import (
     Walk,
     collect_rollouts,
@@ -67,21 +83,65 @@ from agentrl.agent.session import (
     SessionClient,
     close_quietly,
 )
-from agentrl.errors import INFRA_ERRORS, ConfigError
-from agentrl.types import Episode, SessionStart
+from agentrl.env.core import StepResult
+from agentrl.errors import INFRA_ERRORS, ConfigError, ReplayDiverged
+from agentrl.types import Episode, ForkedSession, SessionStart, Turn
 
 
 @dataclass
 class Tree:
-    """What every branch of one tree shares: the client, engine, sampling and config, and the sessions to
-    close when the tree is done (the root's is closed by its `EpisodeSession`)."""
+    """What every branch of one tree shares: the client, engine, sampling and config, how the root was reset
+    (`env_id`, `task`, `seed`, and what the reset returned: a re-played branch resets a fresh session the
+    same way, `reopen`), the re-play policy, and the sessions to close when the tree is done: every fork and
+    every session a re-play opened (the root's is closed by its `EpisodeSession`)."""
 
     client: ForkingClient
     engine: Engine
     sampling: SamplingParams
     config: RolloutConfig
     width: int
-    forks: list[str]
+    env_id: str
+    task: Mapping[str, Any]
+    seed: int
+    start: SessionStart
+    retry: RetryConfig
+    sessions: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A branch that ended: its walk, the infrastructure failure it ended in (None: it did not), and the
+    re-plays of the branches on its path from the root (`Episode.attempts` is 1 plus these, plus the plays
+    of the whole tree before the one that got through)."""
+
+    walk: Walk
+    error: str | None = None
+    replays: int = 0
+
+
+@dataclass(frozen=True)
+class Played:
+    """One play of a branch from its start to its next branch point (its `forks` taken there, in
+    `fork_calls` calls; on entropy, the `point` that fired), or to its end (no forks: a leaf); `replays`:
+    the plays of it before this one, which failed."""
+
+    walk: Walk
+    forks: tuple[ForkedSession, ...] = ()
+    fork_calls: int = 1
+    point: BranchPoint | None = None
+    replays: int = 0
+
+
+@dataclass(frozen=True)
+class Grown:
+    """One play of a whole tree: the reset's result (None: it failed), the root's walk (None: no session),
+    the leaves, and the infrastructure failure of the reset or the trunk that ended it (None: the tree
+    grew; its branches' own failures are on their leaves)."""
+
+    start: SessionStart | None
+    root: Walk | None
+    leaves: list[Leaf]
+    error: str | None
 
 
 async def play_tree(
@@ -97,10 +157,47 @@ async def play_tree(
     sampler_seed: int | None = None,
 ) -> list[Episode]:
     """The `width ** levels` leaves of one tree of `task` (module docstring), root first, then each
-    branch's in order, depth first."""
-    tree = Tree(client, engine, sampling, config, width, forks=[])
-    leaves: list[tuple[Walk, str | None]] = []
-    start: SessionStart | None = None
+    branch's in order, depth first. The whole tree is played again from reset while its root's reset or
+    trunk fails for infrastructure reasons, up to `rollout.infra_attempts` plays (with the same sampler
+    seeds); then it is one `infra_error` episode with the trunk's turns, if any."""
+    retry = RetryConfig(max_attempts=config.infra_attempts)
+    attempt = 1
+    while True:
+        grown = await grow_tree(
+            client, engine, env_id, task, seed, sampling, config, width, sampler_seed, retry
+        )
+        if grown.error is None:
+            return [
+                replace(
+                    walk_episode(leaf.walk, env_id, task, seed, group_id, grown.start, leaf.error),
+                    attempts=attempt + leaf.replays,
+                )
+                for leaf in grown.leaves
+            ]
+        if attempt >= retry.max_attempts:
+            failed = walk_episode(grown.root, env_id, task, seed, group_id, grown.start, grown.error)
+            return [replace(failed, attempts=attempt)]
+        attempt += 1
+        await asyncio.sleep(retry.backoff_s)
+
+
+async def grow_tree(
+    client: ForkingClient,
+    engine: Engine,
+    env_id: str,
+    task: Mapping[str, Any],
+    seed: int,
+    sampling: SamplingParams,
+    config: RolloutConfig,
+    width: int,
+    sampler_seed: int | None,
+    retry: RetryConfig,
+) -> Grown:
+    """One play of the tree from reset: the root's session, its trunk and every branch (`grow`, or
+    `grow_on_entropy`); every session it opened is closed when it is done."""
+    tree: Tree | None = None
+    root: Walk | None = None
+    leaves: list[Leaf] = []
     try:
         async with EpisodeSession(client) as session:
             start = await session.open(env_id, task, seed)
@@ -108,39 +205,164 @@ async def play_tree(
                 engine.tokenizer, start.tools, start.examples, start.observation, config.instructions
             )
             root = Walk(start.session_id, pending)
+            tree = Tree(client, engine, sampling, config, width, env_id, task, seed, start, retry)
             if config.tree.branch_on == "entropy":
                 level = Level(config.tree.levels, config.tree.min_turn, sampler_seed=sampler_seed)
                 leaves = await grow_on_entropy(tree, root, level)
             else:
                 leaves = await grow(tree, root, config.tree.branch_turns, sampler_seed, path=())
     finally:
-        await close_forks(tree)
-    if session.infra_error is not None:  # the root's reset failed: no tree at all
-        return [walk_episode(None, env_id, task, seed, group_id, start, str(session.infra_error))]
-    return [walk_episode(walk, env_id, task, seed, group_id, start, error) for walk, error in leaves]
+        if tree is not None:
+            await close_sessions(tree)
+    error = None if session.infra_error is None else str(session.infra_error)
+    return Grown(session.start, root, leaves, error)
 
 
 async def grow(
     tree: Tree, walk: Walk, branch_turns: Sequence[int], sampler_seed: int | None, path: tuple[int, ...]
-) -> list[tuple[Walk, str | None]]:
-    """Play `walk` to its next branch turn (or its end), then branch it; its leaves with their errors."""
+) -> list[Leaf]:
+    """Play `walk` to its next branch turn (or its end), then branch it; its leaves. A branch that fails for
+    an infrastructure reason is played again from its start (`replaying`)."""
     config = tree.config
     until = branch_turns[0] if branch_turns else config.max_turns
     seed = None if sampler_seed is None else derive_seed(sampler_seed, *path)
-    try:
+
+    async def play(walk: Walk, attempt: int) -> Played:
         await play_turns(tree.client, tree.engine, walk, until, tree.sampling, config, seed)
         if not branch_turns or walk.stop_reason is not None:
-            return [(walk, None)]
-        forks = await tree.client.fork_session(walk.session_id, tree.width - 1)
-    except INFRA_ERRORS as exc:
-        return [(walk, str(exc))]
-    tree.forks.extend(fork.session_id for fork in forks)
-    branches = [walk, *(walk.branch(fork.session_id) for fork in forks)]
+            return Played(walk)
+        forks, calls = await fork_at(tree, walk)
+        return Played(walk, forks, calls)
+
+    played = await replaying(tree, walk, play, trunk=not path)
+    if isinstance(played, Leaf):
+        return [played]
+    if not played.forks:
+        return [Leaf(played.walk, None, played.replays)]
     grown = await run_concurrently(
         grow(tree, branch, branch_turns[1:], sampler_seed, (*path, number))
-        for number, branch in enumerate(branches)
+        for number, branch in enumerate(branches(played))
     )
-    return [leaf for leaves in grown for leaf in leaves]
+    return gathered(grown, played)
+
+
+async def replaying(
+    tree: Tree, walk: Walk, play: Callable[[Walk, int], Awaitable[Played]], trunk: bool
+) -> Played | Leaf:
+    """`play(walk, attempt)`: one play of a branch from `walk`, its start (a branch point), to its next
+    branch point or its end. After an infrastructure failure the branch is played again from the same start
+    in a fresh session (`reopen`): its prefix kept, the turns it played since its start discarded and
+    sampled again; up to `rollout.infra_attempts` plays in all. The play that got through (its `replays`
+    set), or the last play's walk as an infrastructure failure (also at once when the env cannot be brought
+    back to the start: `ReplayDiverged`). The root's trunk (`trunk`) is not played again here: its failure
+    propagates, and `play_tree` plays the whole tree again from reset."""
+    start = copy_walk(walk)
+    attempt, error = 1, ""
+    while True:
+        try:
+            if attempt > 1:
+                walk = await reopen(tree, start)
+            return replace(await play(walk, attempt), replays=attempt - 1)
+        except INFRA_ERRORS as exc:
+            if trunk:
+                raise
+            error = str(exc)
+        except ReplayDiverged as exc:
+            return Leaf(walk, f"{error}; not re-played: {exc}", attempt - 1)
+        if attempt >= tree.retry.max_attempts:
+            return Leaf(walk, error, attempt - 1)
+        attempt += 1
+        await asyncio.sleep(tree.retry.backoff_s)
+
+
+async def fork_at(tree: Tree, walk: Walk) -> tuple[tuple[ForkedSession, ...], int]:
+    """`width - 1` forks of `walk`'s session at its branch point, and the calls they took: after an
+    infrastructure failure the forks are taken again from the same session (no branch has moved it on
+    yet), up to `rollout.infra_attempts` calls; the last call's failure propagates (the session is taken as
+    lost: the branch that played to this point is played again, `replaying`)."""
+    call = 1
+    while True:
+        try:
+            forks = await tree.client.fork_session(walk.session_id, tree.width - 1)
+        except INFRA_ERRORS:
+            if call >= tree.retry.max_attempts:
+                raise
+        else:
+            tree.sessions.extend(fork.session_id for fork in forks)
+            return tuple(forks), call
+        call += 1
+        await asyncio.sleep(tree.retry.backoff_s)
+
+
+async def reopen(tree: Tree, start: Walk) -> Walk:
+    """`start` again, in a fresh session: the task reset with the tree's seed and `start`'s actions replayed,
+    each step result checked against the turn it replays (`step_mismatch`); `ReplayDiverged` at the first
+    that differs (the env is not deterministic given its actions). The session is the tree's to close."""
+    opened = await tree.client.create_session(tree.env_id, tree.task, tree.seed)
+    tree.sessions.append(opened.session_id)
+    mismatch = reset_mismatch(tree.start, opened)
+    if mismatch is not None:
+        raise ReplayDiverged(f"resetting the task again gave {mismatch}")
+    for turn in start.turns:
+        result = await tree.client.step(opened.session_id, turn.action)
+        mismatch = step_mismatch(turn, result)
+        if mismatch is not None:
+            raise ReplayDiverged(f"replaying turn {turn.index}'s action gave {mismatch}")
+    return replace(copy_walk(start), session_id=opened.session_id)
+
+
+def copy_walk(walk: Walk) -> Walk:
+    """A copy of `walk` that its later turns do not change: the same episode, links and turns so far."""
+    return replace(walk, pending=list(walk.pending), context=list(walk.context), turns=list(walk.turns))
+
+
+def reset_mismatch(recorded: SessionStart, again: SessionStart) -> str | None:
+    """How a reset's result differs from the one recorded (its observation and state key), or None."""
+    return mismatch(
+        ("observation", recorded.observation, again.observation),
+        ("state_key", recorded.info.get("state_key"), again.info.get("state_key")),
+    )
+
+
+def step_mismatch(turn: Turn, result: StepResult) -> str | None:
+    """How a step's result differs from the one `turn` recorded, or None: the observation, reward,
+    `terminated`, `truncated` and state key, what a fork keeps (docs/env_contract.md, "Forking")."""
+    return mismatch(
+        ("observation", turn.observation, result.observation),
+        ("reward", turn.reward, float(result.reward)),
+        ("terminated", turn.terminated, bool(result.terminated)),
+        ("truncated", turn.truncated, bool(result.truncated)),
+        ("state_key", turn.state_key, result.info.get("state_key")),
+    )
+
+
+def mismatch(*fields: tuple[str, Any, Any]) -> str | None:
+    """What differs first among `fields` (name, recorded value, value again), or None."""
+    for name, recorded, again in fields:
+        if recorded != again:
+            return f"another {name} ({shorten(again)}; recorded {shorten(recorded)})"
+    return None
+
+
+def shorten(value: Any, limit: int = 80) -> str:
+    """`repr(value)`, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def branches(played: Played) -> list[Walk]:
+    """The branches at `played`'s branch point: its walk going on in its session, then one per fork."""
+    return [played.walk, *(played.walk.branch(fork.session_id) for fork in played.forks)]
+
+
+def gathered(grown: Sequence[Sequence[Leaf]], played: Played) -> list[Leaf]:
+    """The leaves of the branches at `played`'s branch point (`grown`, in `branches` order), each counting
+    the re-plays above it: the plays of the branch that led there, and for a fork the re-forks."""
+    return [
+        replace(leaf, replays=leaf.replays + played.replays + (played.fork_calls - 1 if number else 0))
+        for number, leaves in enumerate(grown)
+        for leaf in leaves
+    ]
 
 
 BRANCH_INFO_KEYS = ("branch_entropy", "branch_entropy_initial", "branch_fallback")
@@ -187,31 +409,37 @@ async def grow_on_entropy(
     level: Level,
     sampled: Completion | None = None,
     mark: Mapping[str, Any] | None = None,
-) -> list[tuple[Walk, str | None]]:
+) -> list[Leaf]:
     """Play `walk` to its next branch point on entropy (`play_to_branch`), fork it there and grow every
-    branch the same way; its leaves with their errors. With `mark`, `walk` was just branched: its next turn
-    is the branch turn, `sampled` already for the branch that goes on, sampled here for a fork, and its
-    info gets `mark`."""
+    branch the same way; its leaves. With `mark`, `walk` was just branched: its next turn is the branch
+    turn, `sampled` already for the branch that goes on (in its first play; a fork and every re-play sample
+    their own from the same context), and its info gets `mark`. A branch that fails for an infrastructure
+    reason is played again from its start (`replaying`)."""
     seed = None if level.sampler_seed is None else derive_seed(level.sampler_seed, *level.path)
-    try:
+
+    async def play(walk: Walk, attempt: int) -> Played:
         if mark is not None:
-            completion = sampled
-            if completion is None:  # a fork samples its own branch turn from the same context
+            completion = sampled if attempt == 1 else None
+            if completion is None:
                 completion = await sample_turn(tree.engine, walk, tree.sampling, seed)
             await play_sampled(tree.client, tree.engine, walk, completion, tree.config)
             walk.turns[-1] = replace(walk.turns[-1], info={**walk.turns[-1].info, **mark})
         if level.left == 0:
             config = tree.config
             await play_turns(tree.client, tree.engine, walk, config.max_turns, tree.sampling, config, seed)
-            return [(walk, None)]
+            return Played(walk)
         point = await play_to_branch(tree, walk, level, seed)
         if point is None:
-            return [(walk, None)]
-        forks = await tree.client.fork_session(walk.session_id, tree.width - 1)
-    except INFRA_ERRORS as exc:
-        return [(walk, str(exc))]
-    tree.forks.extend(fork.session_id for fork in forks)
-    branches = [walk, *(walk.branch(fork.session_id) for fork in forks)]
+            return Played(walk)
+        forks, calls = await fork_at(tree, walk)
+        return Played(walk, forks, calls, point)
+
+    played = await replaying(tree, walk, play, trunk=not level.path)
+    if isinstance(played, Leaf):
+        return [played]
+    point = played.point
+    if point is None:
+        return [Leaf(played.walk, None, played.replays)]
     after = replace(level, left=level.left - 1, first=point.turn + 1, initial=point.initial)
     grown = await run_concurrently(
         grow_on_entropy(
@@ -221,9 +449,9 @@ async def grow_on_entropy(
             point.completion if number == 0 else None,
             point.info,
         )
-        for number, branch in enumerate(branches)
+        for number, branch in enumerate(branches(played))
     )
-    return [leaf for leaves in grown for leaf in leaves]
+    return gathered(grown, played)
 
 
 async def play_to_branch(tree: Tree, walk: Walk, level: Level, seed: int | None) -> BranchPoint | None:
@@ -276,11 +504,12 @@ def first_token_entropy(completion: Completion) -> float:
     return completion.first_token_entropy
 
 
-async def close_forks(tree: Tree) -> None:
-    """Close every forked session (an infrastructure failure while closing is left to the service's reaper;
-    while another error propagates, every closing error is, so that the error reported is the first)."""
+async def close_sessions(tree: Tree) -> None:
+    """Close every session the tree opened besides the root's (an infrastructure failure while closing is
+    left to the service's reaper; while another error propagates, every closing error is, so that the error
+    reported is the first)."""
     failing = sys.exc_info()[1] is not None
-    await asyncio.gather(*(close_quietly(tree.client, fork, failing) for fork in tree.forks))
+    await asyncio.gather(*(close_quietly(tree.client, session, failing) for session in tree.sessions))
 
 
 async def collect_groups(

@@ -138,8 +138,9 @@ def test_an_engine_that_reports_no_entropy_is_refused_at_the_first_turn() -> Non
 
 
 def test_a_failed_fork_ends_the_branch_as_an_infrastructure_failure_with_its_played_turns() -> None:
-    client = ForkingCounter(fail_fork=True)
-    (leaf,) = play(entropy_config(), EntropyEngine(by_turn(0.0, 5.0, 0.0, 0.0)), client)
+    client = ForkingCounter(fail_fork=True)  # with re-plays off; re-plays: tests/unit/test_tree_replay.py
+    config = replace(entropy_config(), infra_attempts=1)
+    (leaf,) = play(config, EntropyEngine(by_turn(0.0, 5.0, 0.0, 0.0)), client)
     assert leaf.stop_reason == "infra_error" and len(leaf.turns) == 1  # turn 1 was sampled, never played
 
 

@@ -4,7 +4,7 @@ no model, no server; the fork endpoint itself is tested over HTTP and WebSocket 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -101,8 +101,9 @@ def test_an_episode_that_ends_before_the_branch_turn_is_one_leaf() -> None:
 
 
 def test_a_failed_fork_ends_that_branch_as_an_infrastructure_failure_with_its_turns() -> None:
+    """With re-plays off (`infra_attempts=1`); re-plays: tests/unit/test_tree_replay.py."""
     client = ForkingCounter(fail_fork=True)
-    leaves = play(client, tree_config((1,)))
+    leaves = play(client, replace(tree_config((1,)), infra_attempts=1))
     assert len(leaves) == 1
     assert leaves[0].stop_reason == "infra_error" and len(leaves[0].turns) == 1
     assert "lost" in str(leaves[0].error) and client.closed == ["s0"]
