@@ -71,11 +71,11 @@ BRANCH_ON = ("turns", "entropy")
 
 @dataclass(frozen=True)
 class TreeConfig:
-    """Tree rollouts (`rollout.tree.*`, `agentrl/agent/tree.py`): each task's group is one tree of episodes
-    that branch at forked env states instead of G independent episodes.
+    """Tree rollouts (`rollout.tree.*`, `agentrl/agent/tree.py`): each task's group is `trees` trees of
+    episodes that branch at forked env states instead of G independent episodes.
 
-    enabled:           play trees; the group is the tree's leaves, so `train.group_size` must equal
-                       `width ** levels` (levels: the branch points on every root-to-leaf path)
+    enabled:           play trees; the group is the leaves of the task's trees, so `train.group_size` must
+                       equal `trees * width ** levels` (levels: the branch points on every root-to-leaf path)
     branch_turns:      "turns" only: the turns at which every branch forks, ascending (1: after the first
                        turn, so siblings share turn 0 and its state); each must be below `rollout.max_turns`
     width:             branches at each branch point (the branch that goes on in the session, plus
@@ -92,6 +92,10 @@ class TreeConfig:
                        the next one's window opens the turn after it
     entropy_threshold: "entropy" only: nats by which a turn's first-token entropy must exceed the tree's
                        turn-0 value for a branch to fire there (0: any rise)
+    trees:             independent trees per task (M in Ji et al. 2025), each from its own reset with its own
+                       sampler seed; their leaves form one group, so the group term compares the trees and
+                       the turns before the first branch point (each tree's root prefix) get credit. 1 (the
+                       default): one tree, whose root prefix every leaf shares (group term 0 there)
     """
 
     enabled: bool = False
@@ -102,6 +106,7 @@ class TreeConfig:
     min_turn: int = 1
     max_turn: int = 0
     entropy_threshold: float = 0.0
+    trees: int = 1
 
     def __post_init__(self) -> None:
         turns = tuple(self.branch_turns)
@@ -109,6 +114,8 @@ class TreeConfig:
             raise ValueError(
                 f"rollout.tree.branch_on={self.branch_on!r} is unknown; use one of {', '.join(BRANCH_ON)}"
             )
+        if self.trees < 1:
+            raise ValueError(f"rollout.tree.trees must be >= 1 (trees per task), got {self.trees}")
         if self.width == 1 or self.width < 0:
             raise ValueError(
                 f"rollout.tree.width must be 0 (from train.group_size) or >= 2, got {self.width}"
@@ -139,16 +146,19 @@ class TreeConfig:
         return self.max_turn or max_turns - 1
 
     def width_for(self, group_size: int) -> int:
-        """The branches at each branch point for groups of `group_size` leaves; ValueError when no width
-        gives exactly that many."""
-        levels = self.levels
-        width = self.width or round(group_size ** (1 / levels))
-        if width < 2 or width**levels != group_size:
+        """The branches at each branch point for groups of `group_size` leaves over `trees` trees;
+        ValueError when no width gives exactly that many."""
+        levels, trees = self.levels, self.trees
+        per_tree = group_size // trees
+        width = self.width or round(per_tree ** (1 / levels))
+        if width < 2 or trees * width**levels != group_size:
             setting = "branch turn(s)" if self.branch_on == "turns" else "branch point(s) per path"
+            examples = " or ".join(str(trees * w**levels) for w in (2, 3))
             raise ValueError(
-                f"rollout.tree: {levels} {setting} of width {self.width or 'w'} cannot make "
-                f"train.group_size={group_size} leaves; set train.group_size to a width ** {levels} "
-                f"(e.g. 4 or 9 with two {setting}) or set rollout.tree.width"
+                f"rollout.tree: {trees} tree(s) with {levels} {setting} of width {self.width or 'w'} cannot "
+                f"make train.group_size={group_size} leaves; set train.group_size to trees * width ** "
+                f"{levels} (e.g. {examples} with {trees} tree(s) and {levels} {setting}), or set "
+                "rollout.tree.width or rollout.tree.trees"
             )
         return width
 

@@ -5,10 +5,12 @@ with `rollout.tree.enabled`, else `rollout.collect_rollouts`'s flat groups. `pla
 episode up to the first branch turn, forks the env session (`ForkingClient.fork_session`: the env's own
 fork, a sandbox's workdir copy, or a replay; docs/env_contract.md) and continues `width` branches from that
 same state and the same token context, each sampling its own continuation; every later branch turn
-branches each branch again. The leaves are the group: `width ** len(branch_turns)` episodes
-(`train.group_size`), each with all its turns (the shared prefix copied: the same tokens, rewards and state
-keys), linked by `parent_id` / `branch_turn` (`agentrl.types.Episode`), so siblings share a real state by
-construction and every step-level estimator has anchors (agentrl/credit, "Trees").
+branches each branch again. A task's group is the leaves of its `rollout.tree.trees` trees (M, each from
+its own reset with the group's env seed and its own sampler seed, `collect_groups`): `trees * width **
+len(branch_turns)` episodes (`train.group_size`) under one `group_id`, each with all its turns (the
+shared prefix copied: the same tokens, rewards and state keys), linked by `parent_id` / `branch_turn`
+(`agentrl.types.Episode`, links within each tree), so siblings share a real state by construction
+and every step-level estimator has anchors (agentrl/credit, "Trees").
 
 What it saves: a tree of G leaves of T turns branching once at turn t costs t + G (T - t) env steps and
 decoded turns instead of G T; the engine's prefix cache makes siblings reuse the parent's KV (the cached
@@ -525,10 +527,12 @@ async def collect_groups(
     first_task_index: int = 0,
     player: EpisodePlayer = run_episode,
 ) -> list[Episode]:
-    """One group per task, in task order: a tree of `group_size` leaves per task with `rollout.tree`
-    (played by `play_tree`, with the seeds `collect_rollouts` gives a flat group), else `collect_rollouts`'s
-    G independent episodes played by `player`. A group of one (the held-out evaluation's) is played flat
-    even with `rollout.tree`: one episode has nothing to branch, and no width makes one leaf."""
+    """One group per task, in task order: with `rollout.tree`, `rollout.tree.trees` trees per task whose
+    leaves together are the group of `group_size` (`play_tree`, tree after tree; every tree resets with the
+    env seed `collect_rollouts` gives the group's members and samples with its own seed, `tree_sampler_seed`),
+    else `collect_rollouts`'s G independent episodes played by `player`. A group of one (the held-out
+    evaluation's) is played flat even with `rollout.tree`: one episode has nothing to branch, and no width
+    makes one leaf."""
     if not config.tree.enabled or group_size == 1:
         return await collect_rollouts(
             client, engine, env_id, tasks, group_size, sampling, config, seed, progress, first_task_index,
@@ -538,13 +542,23 @@ async def collect_groups(
     width = config.tree.width_for(group_size)
     nonce = uuid.uuid4().hex[:8]
 
-    async def play(task_index: int, task: Mapping[str, Any]) -> list[Episode]:
+    async def play(task_index: int, task: Mapping[str, Any], number: int) -> list[Episode]:
         group_id = f"{task.get('id', task_index)}-{nonce}"
-        sampler = derive_seed(seed, task_index) if config.seeded_sampling else None
+        sampler = tree_sampler_seed(seed, task_index, number) if config.seeded_sampling else None
         env_seed = episode_seed(seed, task_index)
         return await play_tree(
             forking, engine, env_id, task, env_seed, group_id, sampling, config, width, sampler
         )
 
-    trees = await run_concurrently(play(i, t) for i, t in enumerate(tasks, first_task_index))
+    trees = await run_concurrently(
+        play(i, t, number)
+        for i, t in enumerate(tasks, first_task_index)
+        for number in range(config.tree.trees)
+    )
     return [episode for tree in trees for episode in tree]
+
+
+def tree_sampler_seed(seed: int, task_index: int, number: int) -> int:
+    """The sampler seed of tree `number` of task `task_index` (its branches derive theirs from it): the
+    first tree's is the one a task's single tree always had, so `trees: 1` samples as before."""
+    return derive_seed(seed, task_index) if number == 0 else derive_seed(seed, task_index, number)
