@@ -51,6 +51,7 @@ class TrainSample:
     old_logprobs: torch.Tensor  # [L] float
     advantages: torch.Tensor  # [L] float
     group_key: str | None = None  # the episode's group: members may share a prompt prefix; None: no group
+    tree_key: str | None = None  # the episode's tree (`tree_keys`) in a group of several trees; None: none
 
     @property
     def num_tokens(self) -> int:
@@ -164,6 +165,26 @@ def copied_turns(episode: Episode) -> int:
     return (episode.branch_turn or 0) if episode.parent_id is not None else 0
 
 
+def tree_keys(episodes: Sequence[Episode]) -> list[str | None]:
+    """Per episode, the id of the root of its tree (followed up the `parent_id` links that stay among
+    `episodes`), or None for an episode that is in no tree (no parent among them and no branch): a group of
+    `rollout.tree.trees` trees is packed tree by tree (`plan_packs`), a flat group as one."""
+    parent = {e.episode_id: e.parent_id for e in episodes}
+    linked = {e.episode_id for e in episodes if e.parent_id in parent} | {
+        e.parent_id for e in episodes if e.parent_id in parent
+    }
+
+    def root(episode_id: str) -> str:
+        for _ in range(len(parent)):  # at most the depth; a cycle (never made by the runner) stops here
+            up = parent[episode_id]
+            if up not in parent:
+                break
+            episode_id = up
+        return episode_id
+
+    return [root(e.episode_id) if e.episode_id in linked else None for e in episodes]
+
+
 def _turn_columns(turn: Turn, advantage: float, trained: bool = True) -> tuple[Sequence[float], ...]:
     """(ids, loss_mask, old_logprobs, advantages) of one turn's prompt + completion tokens; a turn that is
     not `trained` (a copied prefix turn) is context only."""
@@ -274,11 +295,14 @@ def plan_packs(samples: Sequence[TrainSample], micro_batch_size: int, min_shared
     leaves shares their deepest common branch point. Nested trees: a pack that spans sub-trees shares only
     the prefix common to all of them (the shallower branch point); a deeper prefix that only some of its
     members share runs once per member. Packs are cut by the memory budget, not at sub-tree boundaries.
+    Several trees per group (`rollout.tree.trees`): their members share no more than the first prompt
+    (each tree's root trains its own turn 0), so each tree is packed on its own (`TrainSample.tree_key`),
+    its root prefix run once per pack, and the group's prompt once per tree instead of once per group.
     """
-    groups: dict[str, list[int]] = {}
+    groups: dict[tuple[str, str | None], list[int]] = {}
     for index, sample in enumerate(samples):
         if sample.group_key is not None:
-            groups.setdefault(sample.group_key, []).append(index)
+            groups.setdefault((sample.group_key, sample.tree_key), []).append(index)
     packs: list[Pack] = []
     for members in groups.values():
         if shared_length([samples[i] for i in members]) < max(min_shared_tokens, 1):
@@ -317,7 +341,7 @@ def collate_shared(samples: Sequence[TrainSample], shared: int, pad_id: int) -> 
 
 def _suffix(sample: TrainSample, shared: int) -> TrainSample:
     columns = {name: getattr(sample, name)[shared:] for name in ("input_ids", *SHARED_COLUMNS)}
-    return TrainSample(**columns, group_key=sample.group_key)
+    return TrainSample(**columns, group_key=sample.group_key, tree_key=sample.tree_key)
 
 
 def trains_prefix(batch: Mapping[str, torch.Tensor]) -> bool:

@@ -14,7 +14,9 @@ Trees (docs/tree_rollouts.md): the members of a tree share their tokens up to a 
 before it were trained by one member only, the one that played them (the others hold copies with no loss).
 A pack whose prefix holds such trained tokens (`samples.trains_prefix`) also projects the prefix onto the
 vocabulary (`prefix_and_row_logits`), and the owner's log-probs on the prefix come from those logits
-(`pack_token_logprobs`), in its own row: the per-row loss terms are those of the unshared batch.
+(`pack_token_logprobs`), in its own row: the per-row loss terms are those of the unshared batch. A group of
+several trees (`rollout.tree.trees`) shares only the first prompt across its trees; it is packed tree by
+tree (`TrainSample.tree_key`), so that each tree's root prefix runs once per pack.
 
 What this is: `local_packs` (this rank's micro batches), `collate_pack` (their tensors), `pack_logits` /
 `forward_logits` (their logits), `pack_token_logprobs` (their log-probs at the loss columns' positions) and

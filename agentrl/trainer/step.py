@@ -50,6 +50,7 @@ from agentrl.trainer.samples import (
     copied_turns,
     episode_to_samples,
     segment_turns,
+    tree_keys,
     turn_values,
 )
 from agentrl.trainer.update import UpdateResult, ppo_update_and_logprobs
@@ -205,10 +206,12 @@ def training_samples(
     branch's copied prefix turns are context only: `samples.copied_turns`), so unless `keep_all`
     (a KL or entropy term gives every episode a gradient) it is left out of the update, as DAPO's dynamic
     sampling does; this saves most of the update time when many groups are all-correct or all-wrong.
+    Each sample carries its tree's key (`samples.tree_keys`), by which the shared-prefix update packs a
+    group of several trees tree by tree.
     """
     return [
-        sample
-        for episode, advantage in zip(episodes, advantages, strict=True)
+        dataclasses.replace(sample, tree_key=tree)
+        for episode, advantage, tree in zip(episodes, advantages, tree_keys(episodes), strict=True)
         if keep_all or carries_signal(episode, advantage)
         for sample in episode_to_samples(episode, advantage, max_length)  # one per segment (harness episodes)
     ]

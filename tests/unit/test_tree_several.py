@@ -1,6 +1,7 @@
 """Several trees per task (`rollout.tree.trees`, issue 42): the config's leaf count, `collect_groups` playing
 M trees whose leaves are one group (links within each tree, one env seed, a sampler seed per tree), with a
-scripted engine and the in-memory forking client of tests/unit/test_tree_rollout.py."""
+scripted engine and the in-memory forking client of tests/unit/test_tree_rollout.py; and the shared-prefix
+update's packing of such a group, tree by tree."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from agentrl.agent.rollout_config import RolloutConfig, TreeConfig
 from agentrl.agent.tree import collect_groups, tree_sampler_seed
 from agentrl.config import RunConfig
 from agentrl.errors import ConfigError
+from agentrl.trainer.samples import collate_shared, plan_packs, shared_length, trains_prefix, tree_keys
+from agentrl.trainer.step import training_samples
 from agentrl.types import Episode
 
 
@@ -91,3 +94,43 @@ def test_each_tree_samples_with_its_own_seed_and_the_first_keeps_the_single_tree
     assert tree_sampler_seed(7, 2, 0) == derive_seed(7, 2)  # `trees: 1` samples as before
     seeds = {tree_sampler_seed(7, 2, number) for number in range(4)}
     assert len(seeds) == 4
+
+
+def test_tree_keys_name_each_episodes_root_and_leave_flat_episodes_out() -> None:
+    client = ForkingCounter()
+    group = asyncio.run(
+        collect_groups(client, CyclingEngine(REPLIES), "e", [TASK], 4, SAMPLING, several((1,), trees=2), 0)
+    )
+    flat = replace(group[0], episode_id="flat", group_id="h", parent_id=None)
+    orphan = replace(group[3], parent_id="gone")  # its parent left out (e.g. an infrastructure failure)
+    roots = [group[0].episode_id, group[2].episode_id]
+    assert tree_keys([*group, flat]) == [roots[0], roots[0], roots[1], roots[1], None]
+    assert tree_keys([group[0], group[1], group[2], orphan]) == [roots[0], roots[0], None, None]
+
+
+def test_a_group_of_two_trees_is_packed_tree_by_tree_each_prefix_trained_once() -> None:
+    """Two trees of width 2 branching at turn 2: the group's members share only the first prompt (each root
+    trains its own turn 0), each tree's members its two turns before the branch point. Packed per tree,
+    each pack runs its tree's prefix once and its root alone trains it, from the prefix's logits."""
+    config = several((2,), trees=2)
+    group = asyncio.run(
+        collect_groups(ForkingCounter(), CyclingEngine(REPLIES), "e", [TASK], 4, SAMPLING, config, 0)
+    )
+    samples = training_samples(group, [[1.0] * len(e.turns) for e in group], 10_000)
+    first_prompt = len(group[0].turns[0].prompt_ids)
+    assert shared_length(samples) == first_prompt - 1  # the whole group: the first prompt only
+    packs = plan_packs(samples, micro_batch_size=4, min_shared_tokens=1)
+    assert [pack.indices for pack in packs] == [(0, 1), (2, 3)]
+    for pack, root in zip(packs, (group[0], group[2]), strict=True):
+        turns_before_branch = sum(len(t.prompt_ids) + len(t.completion_ids) for t in root.turns[:2])
+        prompt_of_the_branch_turn = len(root.turns[2].prompt_ids)
+        assert (
+            pack.shared == turns_before_branch + prompt_of_the_branch_turn - 1
+        )  # all but a row's first token
+        owner, copy = (samples[index] for index in pack.indices)
+        trained = owner.loss_mask[: pack.shared].sum().item()
+        assert trained == sum(len(t.completion_ids) for t in root.turns[:2])  # the root trains the prefix
+        assert copy.loss_mask[: pack.shared].sum().item() == 0  # the branch holds it as context
+        assert trains_prefix(collate_shared([owner, copy], pack.shared, pad_id=0))
+    untagged = [replace(sample, tree_key=None) for sample in samples]  # packed as one group: prompt only
+    assert [(p.indices, p.shared) for p in plan_packs(untagged, 4, 1)] == [((0, 1, 2, 3), first_prompt - 1)]
