@@ -9,6 +9,9 @@ sibling shows its return, the advantage of its first own turn and the mean retur
 (what Tree-GRPO compares at a branching node). Template `TREE` in this module renders it as an indented list
 with a small table per branch point.
 
+A group of several trees (`rollout.tree.trees`) has one root per tree, drawn one after the other; an
+episode's parent is always in its own tree, so nothing links the trees.
+
 What this is not: a picture of a flat group (`group_tree` returns [] when no episode has a parent) or of
 episodes whose parent was not stored (they are drawn as roots).
 """
@@ -101,7 +104,7 @@ TREE = """{% macro sibling_cells(point) %}
 <table class="siblings">{{ sibling_cells(point) }}</table>
 <ul class="tree">{% for s in point.siblings[1:] %}{{ tree_node(s) }}{% endfor %}</ul></div>{% endfor %}</li>{% endmacro %}
 <div class="tree-view"><style>ul.tree { padding-left: 1.4em; } .branch-point { margin: 4px 0 4px 1em; } table.siblings td, table.siblings th { font-size: 12.5px; }</style>
-<p class="meta">a tree rollout: each episode owns its turns from its branch turn on; siblings continue from one forked state.</p>
+<p class="meta">a tree rollout{% if tree|length > 1 %} of {{ tree|length }} trees in one group (one root each){% endif %}: each episode owns its turns from its branch turn on; siblings continue from one forked state.</p>
 <ul class="tree">{% for root in tree %}{{ tree_node(root) }}{% endfor %}</ul></div>
 """
 """The `tree.html` template: included by the step page for each group `group_tree` draws."""
