@@ -24,7 +24,9 @@ k branches was taken once, so it enters its anchor group once, as its node, with
 and every copy gets its node's A^S. The episode term of a node is likewise the mean of A^E over the
 trajectories through it (`tree.merge_shared`). At a branch point the state key is the parent's by
 construction (`segments.state_ids`), so the siblings' first own steps always share one anchor group.
-On a flat batch every step is its own node and this is the paper's estimator unchanged.
+On a flat batch every step is its own node and this is the paper's estimator unchanged. Several trees
+per group (`rollout.tree.trees`): A^E is over all their leaves, and anchor groups span the trees by state
+key as for any two episodes (the trees' roots, taken in the one reset state, share an anchor group).
 
 What this is not: a state-key function (envs provide `info["state_key"]`) and not a loss.
 """

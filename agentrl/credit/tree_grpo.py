@@ -30,6 +30,9 @@ the branch until it branches again), and the shared prefix before the first bran
 term. With one branching node whose successors each lead to one leaf this is the paper's A_intra exactly.
 A flat group (no parent links) has no branching node: A_intra = 0 and this is GRPO with the same `mode`
 and `episode_stats`, exactly. Nested branches compare against their own siblings, not the whole tree.
+With several trees per group (`rollout.tree.trees`: the paper's M trees) A_inter is over all their
+trajectories and each tree has its own start, so the sibling term stays within a tree and a tree's root
+prefix gets the mean of its leaves' A_inter: the inter-tree comparison (tests/unit/test_credit_trees.py).
 
 What this is not: the tree search (the runner branches episodes; `Episode.parent_id`, `branch_turn`).
 """
