@@ -103,7 +103,11 @@ STEP_S = 240.0
 EVAL_S = 90.0
 # per task: (train step s, held-out evaluation s, env steps per train step), measured as docs/credit_study.md
 # says (calc-chain: part 3's one-step timing and the go/no-go's evaluations)
-MEASURED: dict[str, tuple[float, float, float]] = {}
+MEASURED: dict[str, tuple[float, float, float]] = {
+    # plan 3b's first GRPO step (2026-11-27, quiet, avx512_bf16, no AMX): 175 s (rollouts ~60, update 114)
+    # for 24 episodes of 7 turns; a 48-chain evaluation 140-170 s (go/no-go 3)
+    "calc-chain": (175.0, 155.0, 168.0),
+}
 # two-sided 95% Student-t quantiles by degrees of freedom (no scipy in the venv); 1.96 beyond the table
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
