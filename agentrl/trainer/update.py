@@ -97,7 +97,7 @@ def ppo_update(
     the episodes were generated at: logits are divided by it, as the engine's sampler did. The model is in
     train mode during the update and in eval mode after it, whatever happens.
     """
-    return _update(
+    return ppo_update_and_logprobs(
         model,
         optimizer,
         scheduler,
@@ -125,45 +125,15 @@ def ppo_update_and_logprobs(
     optim_cfg: OptimConfig | None = None,
     temperature: float = 1.0,
     parallel: DataParallel = SINGLE_PROCESS,
+    keep_logprobs: bool = True,
 ) -> UpdateResult:
     """`ppo_update`, keeping the trainer's log-probs of the samples' tokens under the weights it started
     from (the viewer's importance ratio against the sampler's), at no extra forward pass: the log-probs the
     first mini batch of the first epoch computes for its loss (before the first optimiser step), or with
     `loss_cfg.tis_cap` > 0 those of `with_tis_weights`' pass (every sample). Samples in later mini batches
     (`update.mini_batches` > 1, no TIS) get None: their first forward comes after an optimiser step. With
-    several ranks each rank computes its own samples' and every rank gets all of them (one all-gather)."""
-    return _update(
-        model,
-        optimizer,
-        scheduler,
-        samples,
-        pad_id,
-        loss_cfg,
-        update_cfg,
-        ref_model,
-        optim_cfg,
-        temperature,
-        parallel,
-        keep_logprobs=True,
-    )
-
-
-def _update(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    samples: list[TrainSample],
-    pad_id: int,
-    loss_cfg: LossConfig,
-    update_cfg: UpdateConfig,
-    ref_model: torch.nn.Module | None,
-    optim_cfg: OptimConfig | None,
-    temperature: float,
-    parallel: DataParallel,
-    keep_logprobs: bool,
-) -> UpdateResult:
-    """The update of `ppo_update` (its docstring), with the log-probs of `ppo_update_and_logprobs` when
-    `keep_logprobs`."""
+    several ranks each rank computes its own samples' and every rank gets all of them (one all-gather).
+    `keep_logprobs=False` (what `ppo_update` passes) keeps none."""
     if loss_cfg.kl_coef > 0 and ref_model is None:
         raise ConfigError("loss.kl_coef > 0 needs a reference model; pass ref_model or set kl_coef to 0")
     grad_clip = (optim_cfg or OptimConfig()).grad_clip
