@@ -13,12 +13,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from packaging.requirements import Requirement
 
 from agentrl.devtools.gpu_checks import choose_device, dtype_name, training_dtype
 from agentrl.trainer import distributed
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINE_OWN = ("torch", "transformers")  # preinstalled on the GPU machine, with what they require
+# tensorboard's own requirements: the GPU machine's image has tensorboard and these (its package list,
+# 2026-11-17), so its wheel and theirs are never installed there; a machine without tensorboard needs them
+TENSORBOARD_NEEDS_THERE = ("grpcio", "markdown", "pillow", "werkzeug", "tensorboard-data-server")
 
 
 def test_auto_is_cuda_where_there_is_one_and_the_cpu_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,13 +81,30 @@ def requirement_closure(roots: tuple[str, ...]) -> set[str]:
             requires = metadata.requires(name) or []
         except metadata.PackageNotFoundError:
             continue
-        todo += [re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in requires if "extra ==" not in r]
+        todo += [req.name for req in map(Requirement, requires) if applies(req)]
     return found
+
+
+def applies(requirement: Requirement) -> bool:
+    """A hard requirement on x86_64 Linux: no extra, and its marker (if any) true there."""
+    if requirement.marker is None:
+        return True
+    environment = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"}
+    return "extra" not in str(requirement.marker) and requirement.marker.evaluate(environment)
 
 
 def test_the_wheels_are_pinned_to_the_versions_tested_here() -> None:
     for name, version in wheel_requirements().items():
         assert metadata.version(name) == version, name
+
+
+def test_every_wheel_finds_what_it_requires_among_the_wheels_or_the_gpu_machines_own() -> None:
+    """A wheel's hard requirements (extras left out) travel too: fastapi 0.165 requires opentelemetry-api,
+    whose absence failed the first GPU run (bench/results/gpu_check.json records the second)."""
+    wheels = set(wheel_requirements())
+    covered = wheels | requirement_closure(MACHINE_OWN) | set(TENSORBOARD_NEEDS_THERE)
+    needed = requirement_closure(tuple(wheels)) - wheels
+    assert not needed - covered, sorted(needed - covered)
 
 
 IMPORTS = """
@@ -121,9 +142,12 @@ def test_every_distribution_the_check_imports_is_a_wheel_or_the_gpu_machines_own
         "dill",
         "pillow",
         "setuptools",
+        "colorama",
     }
     extras |= {"googleapis-common-protos", "watchfiles", "truststore", "httpx2", "httpcore2", "chardet"}
-    missing = {name for name in imported - covered - extras if not name.startswith("opentelemetry")}
+    # opentelemetry-api is required (fastapi imports it); the SDK and exporters only where installed
+    extras |= {name for name in imported if name.startswith("opentelemetry-") and name != "opentelemetry-api"}
+    missing = imported - covered - extras
     assert not missing - optional, sorted(missing - optional)
 
 
