@@ -89,6 +89,7 @@ from agentrl.trainer.run import (
     pad_id,
     play_heldout,
     rollout_metrics,
+    save_final_weights,
     summarise_eval,
 )
 from agentrl.trainer.samples import copied_turns
@@ -418,6 +419,7 @@ async def train_run(study: StudyConfig, arm: Arm, seed: int) -> RunResult:
         if study.best_temperature is not None:
             result.curve[-1]["at_best_temperature"] = await evaluate_at(ctx, study.best_temperature)
         result.evaluations = kept_evaluations(ctx)
+        save_final_weights(ctx)  # runs_dir/<run>/final, for `bench/calc_chain_failures.py model.name=...`
     result.wall_s = time.perf_counter() - started
     return result
 

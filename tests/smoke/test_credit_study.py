@@ -217,3 +217,5 @@ def test_quick_study_writes_json_and_plot(tmp_path: Path, tiny_model: Path) -> N
         assert 0.0 <= run["curve"][0]["success_rate"] <= 1.0 and 0.0 <= run["anchor_hit_rate"] <= 1.0
     assert "gigpo_steps_to_threshold" in report["summary"]
     assert out.with_suffix(".png").stat().st_size > 1000
+    saved = sorted(path.parent.name for path in (tmp_path / "runs").glob("*/final/config.json"))
+    assert len(saved) == 2, saved  # each run's final weights, for the failure count
