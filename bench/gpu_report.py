@@ -45,7 +45,7 @@ def figure(name: str, result: Mapping[str, Any]) -> str:
         return f"grad norm {result['grad_norm']:.3f}, reload difference {result['reload_difference']:g}"
     if name == "checkpoint_resume":
         return f"resume difference {result['difference']:g}"
-    if name == "throughput":
+    if name.startswith("throughput"):
         return (
             f"update {result['update_tokens_per_s']:,.0f} tok/s (MFU {100 * result['update_mfu']:.2f}%), "
             f"rollout {result['rollout_tokens_per_s']:,.0f} tok/s (MFU {100 * result['rollout_mfu']:.4f}%), "

@@ -42,6 +42,7 @@ CHECKS = (
     "lora",
     "checkpoint_resume",
     "throughput",
+    "throughput_smollm2_shape",
 )
 """Every check, in the order they run."""
 
@@ -59,6 +60,9 @@ def run_check(name: str, device: torch.device, workdir: Path, sizes: Sizes) -> d
         "lora": lambda: update.check_lora(device, workdir),
         "checkpoint_resume": lambda: update.check_checkpoint_resume(device, workdir),
         "throughput": lambda: update.check_throughput(device, sizes, gpu_checks.training_dtype(device)),
+        "throughput_smollm2_shape": lambda: update.check_throughput(
+            device, sizes, gpu_checks.training_dtype(device), gpu_checks.SMOLLM2_135M_SHAPE
+        ),
     }
     return checks[name]()
 
@@ -171,14 +175,22 @@ def summary_line(name: str, result: dict[str, Any]) -> str:
     return f"{status} {name:<18} {result.get('seconds', 0):7.1f} s{detail}"
 
 
-def throughput_line(report: dict[str, Any]) -> str | None:
+def throughput_lines(report: dict[str, Any]) -> list[str]:
+    """update and rollout tokens/s and MFU of each throughput check that passed."""
+    return [
+        line
+        for name in ("throughput", "throughput_smollm2_shape")
+        if (line := throughput_line(name, report["checks"].get(name, {}))) is not None
+    ]
+
+
+def throughput_line(name: str, check: dict[str, Any]) -> str | None:
     """update and rollout tokens/s and MFU, when the throughput check passed."""
-    check = report["checks"].get("throughput", {})
     if not check.get("passed"):
         return None
     r = check["result"]
     return (
-        f"throughput ({r['dtype']}, {r['matmul_params'] / 1e6:.2f}M matmul params): "
+        f"{name} ({r['dtype']}, {r['matmul_params'] / 1e6:.2f}M matmul params): "
         f"update {r['update_tokens_per_s']:,.0f} tok/s (MFU {100 * r['update_mfu']:.3f}%), "
         f"rollout {r['rollout_tokens_per_s']:,.0f} tok/s (MFU {100 * r['rollout_mfu']:.4f}%), "
         f"measured bf16 matmul peak {r['peak_bf16_tflops']:.1f} TFLOP/s"
@@ -222,8 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown check(s) {unknown}; the checks are {', '.join(CHECKS)}")
     report = run_all(args.device, args.small, args.out_dir, only)
     report_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    line = throughput_line(report)
-    if line:
+    for line in throughput_lines(report):
         print(line)
     verdict = "passed" if report["passed"] else "FAILED"
     print(

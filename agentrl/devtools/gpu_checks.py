@@ -118,6 +118,30 @@ def tiny_llama(sizes: Sizes, vocab: int, seed: int = 0, pad_id: int | None = Non
     return LlamaForCausalLM(config).eval()
 
 
+SMOLLM2_135M_SHAPE = {
+    "vocab_size": 49152,
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "tie_word_embeddings": True,
+}
+"""SmolLM2-135M-Instruct's layer shapes (its config.json): random weights of the real model's size, since
+no weights travel to the GPU machine."""
+
+
+def shaped_llama(shape: dict[str, Any], pad_id: int | None, seed: int = 0) -> Any:
+    """A randomly initialised Llama with `shape`'s sizes, fp32, in eval mode, on the CPU."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        **shape, max_position_embeddings=8192, bos_token_id=None, eos_token_id=pad_id, pad_token_id=pad_id
+    )
+    return LlamaForCausalLM(config).eval()
+
+
 def save_tiny_model(folder: Path, sizes: Sizes) -> Path:
     """The tiny Llama and its tokenizer saved where `model.name=<folder>` loads them."""
     tokenizer = byte_tokenizer()

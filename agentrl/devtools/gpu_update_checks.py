@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from agentrl.devtools.gpu_checks import Sizes, byte_tokenizer, matmul_parameters, tiny_llama
+from agentrl.devtools.gpu_checks import Sizes, byte_tokenizer, matmul_parameters, shaped_llama, tiny_llama
 from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
 from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.parallel import DataParallel
@@ -275,17 +275,24 @@ def check_checkpoint_resume(device: torch.device, workdir: Path) -> dict[str, An
 # ---- (c) throughput ----------------------------------------------------------------------------------
 
 
-def check_throughput(device: torch.device, sizes: Sizes, dtype: torch.dtype) -> dict[str, Any]:
-    """The device's measured bf16 matmul peak, then the tiny model's update and rollout tokens/s and their
-    MFU against that peak (training 6N + 12 * layers * hidden * sequence FLOPs a token, sampling 2N)."""
+def check_throughput(
+    device: torch.device, sizes: Sizes, dtype: torch.dtype, shape: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The device's measured bf16 matmul peak, then the model's update and rollout tokens/s and their MFU
+    against that peak (training 6N + 12 * layers * hidden * sequence FLOPs a token, sampling 2N). The model
+    is the tiny Llama of `sizes`, or a random one of `shape`'s sizes (e.g. SmolLM2-135M's); its tokens are
+    random ids of its vocabulary (the byte tokenizer decodes the ones past its own to nothing)."""
     from agentrl.agent.engines.base import SamplingParams
     from agentrl.agent.engines.hf import HFEngine
 
     peak = matmul_peak_flops(device, sizes.peak_size)
     tokenizer = byte_tokenizer()
-    model = tiny_llama(sizes, len(tokenizer), pad_id=tokenizer.pad_token_id).to(device, dtype)
+    pad = tokenizer.pad_token_id
+    built = tiny_llama(sizes, len(tokenizer), pad_id=pad) if shape is None else shaped_llama(shape, pad)
+    model = built.to(device, dtype)
+    layers, hidden = model.config.num_hidden_layers, model.config.hidden_size
     params = matmul_parameters(model)
-    samples = random_samples(len(tokenizer), count=sizes.batch, length=sizes.sequence)
+    samples = random_samples(model.config.vocab_size, count=sizes.batch, length=sizes.sequence)
     update_cfg = UpdateConfig(micro_batch_size=8, mini_batches=1)
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-5))
     ppo_update(model, optimizer, scheduler, samples, 0, LossConfig(), update_cfg)  # warm-up
@@ -300,7 +307,7 @@ def check_throughput(device: torch.device, sizes: Sizes, dtype: torch.dtype) -> 
     completions: list[Any] = []
     rollout_s = timed(device, lambda: completions.extend(engine.generate_batch(prompts, params_sampling)))
     rollout_tokens = sum(len(completion.token_ids) for completion in completions)
-    train_flops = (6 * params + 12 * sizes.layers * sizes.hidden * sizes.sequence) * update_tokens
+    train_flops = (6 * params + 12 * layers * hidden * sizes.sequence) * update_tokens
     return {
         "dtype": str(dtype).removeprefix("torch."),
         "matmul_params": params,
