@@ -97,12 +97,32 @@ class CreditConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """The outer loop: how many steps, and how many episodes each step collects."""
+    """The outer loop: how many steps, and how many episodes each step collects.
+
+    env_step_budget: 0 = off; N > 0 = the run ends after the first step at which the env steps of its
+           training rollouts since step 1 reach N (`steps` still caps the run). An env step is a turn an
+           env played (`agentrl.trainer.samples.env_steps_of`: a tree branch's copied prefix turns count
+           once, in the episode that played them). Counted: the groups the `filtered` sampler plays and
+           drops. Not counted: held-out evaluations, and infrastructure re-plays (an episode's failed
+           plays, a branch's prefix replayed from reset). Logged every step as `env_steps` and
+           `env_steps_total`; checkpoints keep the total, so a resumed run stops at the same step. Async
+           mode counts only the groups it trains on (not those dropped as stale, cancelled or still in
+           flight); `agentrl sft` plays no env steps and refuses a budget. Compare a tree run with a flat
+           one at equal N.
+    """
 
     steps: int = 10
     tasks_per_step: int = 8
     group_size: int = 4
     seed: int = 0
+    env_step_budget: int = 0
+
+    def __post_init__(self) -> None:
+        if self.env_step_budget < 0:
+            raise ConfigError(
+                f"train.env_step_budget must be >= 0, got {self.env_step_budget}: set 0 for no budget, or "
+                "N > 0 to end the run once its training rollouts have played N env steps"
+            )
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,10 @@ def run_evidence(
         "seeds": {"train": config["train"]["seed"], "eval_sampler": EVAL_SAMPLER_SEED, "env": 0},
         "temperature": {"train": config["sampling"]["temperature"], "eval": temperature},
         "estimator": config.get("credit", {}).get("estimator"),
-        "train_steps": config["train"]["steps"],
+        # the last step trained: the evaluation after training's step (a `train.env_step_budget` can end a
+        # run before `train.steps`), else the configured steps
+        "train_steps": by_label["after"]["step"] if "after" in by_label else config["train"]["steps"],
+        "env_step_budget": config["train"].get("env_step_budget", 0),
         "evaluations": evaluations,
         "per_task": paired(by_label["before"], by_label["after"]) if "after" in by_label else [],
         **(

@@ -92,7 +92,7 @@ from agentrl.trainer.run import (
     save_final_weights,
     summarise_eval,
 )
-from agentrl.trainer.samples import copied_turns
+from agentrl.trainer.samples import env_steps_of, forks_of
 from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
 from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
 
@@ -358,17 +358,6 @@ def ensure_warm_start(study: StudyConfig) -> dict[str, Any] | None:
             {key: row[key] for key in row if key == "step" or key.startswith("eval/")} for row in evals
         ],
     }
-
-
-def env_steps_of(episodes: Sequence[Any]) -> int:
-    """Env steps the episodes cost, counted as bench/tree_rollout.py counts them: each turn the env played,
-    a tree branch's copied prefix turns once, in the episode that played them (a fork plays no action)."""
-    return sum(len(episode.turns) - copied_turns(episode) for episode in episodes)
-
-
-def forks_of(episodes: Sequence[Any]) -> int:
-    """Env forks the episodes cost: one per tree branch (an episode with a parent)."""
-    return sum(episode.parent_id is not None for episode in episodes)
 
 
 def tree_env_steps(max_turns: int, branch_turns: Sequence[int], width: int) -> int:

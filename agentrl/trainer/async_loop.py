@@ -36,6 +36,10 @@ token's advantage is weighted by min(pi_current / pi_sampler, tis_cap): decouple
 importance weight for the policy lag. `ess`, the normalised effective sample size of pi_trainer /
 pi_sampler over the first mini batch's tokens, is logged every step (in sync mode too).
 
+Env steps (`env_steps`, `env_steps_total`, what `train.env_step_budget` counts) are those of the groups
+trained on: the groups dropped as stale, cancelled, or still in flight when the run ends played env steps
+that are not counted, so the env played at least the logged total.
+
 What this is not: multi-process (trainer.nproc must be 1), resumable (refused in `TrainerConfig`), or
 deterministic (which groups finish first depends on timing). Estimators that need something measured with
 the policy before they run (IGPO's answer probabilities) are refused when the config is built: the weights
@@ -168,7 +172,8 @@ class AsyncSeat(RunOwner):
         episodes: list[Episode] = collected.payload[0]
         credited: Credited = collected.payload[1]
         record_step(self.ctx, step, episodes, credited, update)
-        log_metrics(self.ctx, step, {**self.logged, **update.metrics, **_loop_times(*self.clocks)})
+        counted = self.count_env_steps(episodes)  # the groups trained on only: see the module docstring
+        log_metrics(self.ctx, step, {**self.logged, **counted, **update.metrics, **_loop_times(*self.clocks)})
 
     async def finish_training(self, learner: Learner, last_step: int) -> None:
         await self.pool.aclose()  # groups still playing would compete with the evaluation

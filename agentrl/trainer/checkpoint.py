@@ -2,11 +2,12 @@
 
 What this is: `save(dir, step, ...)` writes `checkpoints/step-NNNNNN/` inside a run folder — the policy's
 weights (safetensors through `save_pretrained`; adapters only for LoRA), the optimiser and LR-schedule
-states, the RNG states (torch, numpy, Python), and `state.json` (step, run id, weights version) — into a
-temporary folder renamed into place, so a kill mid-write never leaves a half checkpoint; older ones beyond
-`keep` are deleted. `latest(run_dir)` finds the newest complete one and `load` restores it in place. The
-task sampler keeps no state here: `uniform` and `filtered` draws are pure functions of (seed, step), and the
-`adaptive` posterior is rebuilt from the store's `task_draws` rows up to the checkpoint's step.
+states, the RNG states (torch, numpy, Python), and `state.json` (step, run id, weights version, the env
+steps played so far) — into a temporary folder renamed into place, so a kill mid-write never leaves a half
+checkpoint; older ones beyond `keep` are deleted. `latest(run_dir)` finds the newest complete one and
+`load` restores it in place. The task sampler keeps no state here: `uniform` and `filtered` draws are pure
+functions of (seed, step), and the `adaptive` posterior is rebuilt from the store's `task_draws` rows up to
+the checkpoint's step.
 
 With `trainer.nproc` > 1 (an FSDP2-sharded policy) every rank calls `save`/`load` together: the weights
 and optimiser state go through `torch.distributed.checkpoint` (each rank writes its own shards under
@@ -41,11 +42,13 @@ SHARDED_DIR = "sharded"  # torch.distributed.checkpoint files of a multi-process
 
 @dataclass(frozen=True)
 class CheckpointState:
-    """What `state.json` holds."""
+    """What `state.json` holds. `env_steps`: the env steps of the run's training rollouts up to `step`, what
+    `train.env_step_budget` counts (0 in checkpoints written before it was kept)."""
 
     step: int
     run_id: str
     weights_version: int
+    env_steps: int = 0
 
 
 def step_dir(run_dir: Path, step: int) -> Path:
@@ -136,7 +139,10 @@ def latest(run_dir: Path) -> Path | None:
 def read_state(checkpoint: Path) -> CheckpointState:
     saved = json.loads((checkpoint / STATE_FILE).read_text())
     return CheckpointState(
-        step=saved["step"], run_id=saved["run_id"], weights_version=saved["weights_version"]
+        step=saved["step"],
+        run_id=saved["run_id"],
+        weights_version=saved["weights_version"],
+        env_steps=saved.get("env_steps", 0),
     )
 
 

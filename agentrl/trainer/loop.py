@@ -11,8 +11,11 @@ cross-rank collectives (marked [c]) line up by construction, not by a comment:
     4. the plan: rank 0 broadcasts the run folder and the step range [c]
     5. each step: `seat.collect` (rank 0 plays or receives episodes and assigns credit; with data-parallel
        rollouts the others play their share [c]), `update_step` (rank 0's samples to every rank [c], the
-       update, the weights out [c]), `seat.record` (rank 0: store, metrics), a checkpoint when due [c]
-    6. `seat.finish_training` (SFT: the weights into the engine once [c]), evaluation after (as 1)
+       update, the weights out [c]), `seat.record` (rank 0: store, metrics, the env steps counted), a
+       checkpoint when due [c]; with `train.env_step_budget` > 0, rank 0's word on whether its count has
+       reached the budget [c], and the steps end there if it has
+    6. `seat.finish_training` (SFT: the weights into the engine once [c]), evaluation after (as 1), both at
+       the last step played
     7. `seat.close` (rank 0: the final weights); the result
 
 The seats (`Seat` implementations): `trainer/train.py` has rank 0's sync seat and the data-parallel rollout
@@ -26,8 +29,8 @@ the run's resources (`trainer/run.py`), or the collectives themselves (`trainer/
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,9 +38,10 @@ from agentrl.config import RunConfig
 from agentrl.trainer import checkpoint, distributed
 from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.run import EvalResult, Resume, RunContext, evaluate, save_final_weights
-from agentrl.trainer.samples import TrainSample
+from agentrl.trainer.samples import TrainSample, env_steps_of
 from agentrl.trainer.step import Learner, WeightsOut, save_checkpoint_if_due, update_step
 from agentrl.trainer.update import UpdateResult
+from agentrl.types import Episode
 
 LoopResult = tuple[EvalResult | None, EvalResult | None, str]
 """(held-out before, held-out after, run directory) on rank 0; (None, None, "") on the other ranks."""
@@ -69,6 +73,9 @@ class Seat(Protocol):
     the others only take part. Every method is called on every rank in the loop's order."""
 
     weights_out: WeightsOut
+    env_steps_total: int
+    """Rank 0: env steps of the training rollouts since step 1 (`train.env_step_budget`). The other ranks do
+    not see the episodes; their count is not used (the loop broadcasts rank 0's decision)."""
 
     @property
     def run_id(self) -> str:
@@ -122,18 +129,24 @@ async def run_loop(config: RunConfig, seat: Seat, resume: Resume | None) -> Loop
     if resume is not None:
         checkpoint.load(resume[0], learner.policy, learner.optimizer, learner.scheduler, learner.parallel)
         seat.restored(learner)
+        seat.env_steps_total = resume[1].env_steps  # counting on from the checkpoint's total
     # 4. the plan, from rank 0
     plan: Plan = distributed.broadcast(seat.plan(first_step(resume)), learner.parallel)
-    # 5. the steps
+    # 5. the steps, until the plan's last or the one that spends the env-step budget
+    last_step = plan.last_step
     for step in plan.steps:
         collected = await seat.collect(step)
         samples = collected.samples if collected is not None else None
         update = await update_step(learner, samples, seat.weights_out)
         seat.record(step, collected, update)
-        save_checkpoint_if_due(config, step, learner, Path(plan.run_dir), seat.run_id, seat.flush)
+        run_dir, env_steps = Path(plan.run_dir), seat.env_steps_total
+        save_checkpoint_if_due(config, step, learner, run_dir, seat.run_id, seat.flush, env_steps)
+        if await budget_spent(config, env_steps, learner.parallel):
+            last_step = step
+            break
     # 6. after the last step
-    await seat.finish_training(learner, plan.last_step)
-    after = await seat.evaluate(plan.last_step) if config.eval.after else None
+    await seat.finish_training(learner, last_step)
+    after = await seat.evaluate(last_step) if config.eval.after else None
     # 7. the result
     return before, after, seat.close()
 
@@ -143,6 +156,15 @@ def first_step(resume: Resume | None) -> int:
     return 1 if resume is None else resume[1].step + 1
 
 
+async def budget_spent(config: RunConfig, env_steps: int, parallel: DataParallel) -> bool:
+    """Whether rank 0's `env_steps` have reached `train.env_step_budget`, rank 0's answer on every rank [c];
+    False with no budget (0), and then no collective."""
+    budget = config.train.env_step_budget
+    if not budget:
+        return False
+    return bool(await distributed.off_loop(distributed.broadcast, env_steps >= budget, parallel))
+
+
 @dataclass
 class RunOwner:
     """What every rank-0 seat shares (the sync, async and SFT seats extend it): the run it owns, the
@@ -150,10 +172,18 @@ class RunOwner:
 
     ctx: RunContext
     parallel: DataParallel
+    env_steps_total: int = field(default=0, kw_only=True)
 
     @property
     def run_id(self) -> str:
         return self.ctx.run_id
+
+    def count_env_steps(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        """Add the env steps `episodes` played (`env_steps_of`) to the total: this step's and the total, as
+        the step's `env_steps` and `env_steps_total` metrics."""
+        played = env_steps_of(episodes)
+        self.env_steps_total += played
+        return {"env_steps": float(played), "env_steps_total": float(self.env_steps_total)}
 
     async def evaluate(self, step: int) -> EvalResult | None:
         return await evaluate(self.ctx, step)
@@ -181,6 +211,7 @@ class FollowerSeat:
     weights_out: WeightsOut
     gather_at_end: bool = False
     run_id: str = ""
+    env_steps_total: int = 0  # rank 0 counts
 
     async def evaluate(self, step: int) -> EvalResult | None:
         return None  # rank 0 plays the evaluations alone

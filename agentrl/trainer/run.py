@@ -120,7 +120,8 @@ async def open_run(config: RunConfig, kind: str, resume: Resume | None = None) -
 
 
 def resume_point(config: RunConfig) -> Resume | None:
-    """The checkpoint `trainer.resume` points at (its newest), or None when not resuming."""
+    """The checkpoint `trainer.resume` points at (its newest), or None when not resuming; refused when its
+    run has already spent `train.env_step_budget`."""
     if config.trainer.resume is None:
         return None
     found = checkpoint.latest(Path(config.trainer.resume))
@@ -129,7 +130,15 @@ def resume_point(config: RunConfig) -> Resume | None:
             f"trainer.resume={config.trainer.resume}: no checkpoint in its checkpoints/ folder; "
             "runs are resumable when trained with trainer.checkpoint_every > 0"
         )
-    return found, checkpoint.read_state(found)
+    state = checkpoint.read_state(found)
+    budget = config.train.env_step_budget
+    if budget and state.env_steps >= budget:
+        raise ConfigError(
+            f"trainer.resume={config.trainer.resume}: its checkpoint at step {state.step} has played "
+            f"{state.env_steps} env steps, so train.env_step_budget={budget} is spent; raise the budget to "
+            "train on, or set train.env_step_budget=0"
+        )
+    return found, state
 
 
 async def play_tasks(

@@ -23,6 +23,9 @@ copied, loss-free context (`copied_turns`). Such a pack keeps the loss columns o
 ([G, K + S]) so that the owner's prefix tokens are trained in its own row, from the prefix's logits
 (`trains_prefix`, `along_columns`, `agentrl/trainer/shared_prefix.py::pack_token_logprobs`).
 
+What the episodes cost the env, counted the way the tree trains them (each played turn once, copies not):
+`env_steps_of` (what `train.env_step_budget` counts) and `forks_of`.
+
 The way back, from a sample's per-token values to the turns they belong to (the trainer's log-probs, for
 the store): `segment_turns` (which turns each sample of an episode holds), `completion_spans` (where each
 turn's sampled tokens sit in it) and `turn_values` (a turn's values, or None where the sample does not
@@ -163,6 +166,18 @@ def copied_turns(episode: Episode) -> int:
     `Episode.branch_turn`): they stay in the sample as context, with no loss, so the tree trains each shared
     turn once, in the episode that played it (credit gives the copies the original's advantage)."""
     return (episode.branch_turn or 0) if episode.parent_id is not None else 0
+
+
+def env_steps_of(episodes: Sequence[Episode]) -> int:
+    """Env steps the episodes cost: each turn the env played, a tree branch's copied prefix turns once, in
+    the episode that played them (a fork plays no action; `copied_turns`), as bench/tree_rollout.py counts
+    them. What `train.env_step_budget` and bench/credit_study.py count."""
+    return sum(len(episode.turns) - copied_turns(episode) for episode in episodes)
+
+
+def forks_of(episodes: Sequence[Episode]) -> int:
+    """Env forks the episodes cost: one per tree branch (an episode with a parent)."""
+    return sum(episode.parent_id is not None for episode in episodes)
 
 
 def tree_keys(episodes: Sequence[Episode]) -> list[str | None]:

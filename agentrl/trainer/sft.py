@@ -16,7 +16,8 @@ The engine samples only in the two evaluations, so the trained weights go into i
 (not after every step as in RL). Output: runs/<name>/final, a model folder `agentrl train model.name=...`
 loads (with LoRA the adapters are merged into the base weights first, so it is a plain model too).
 
-What this is not: resumable (`trainer.resume` is refused; SFT runs are minutes long) or asynchronous.
+What this is not: resumable (`trainer.resume` is refused; SFT runs are minutes long), asynchronous, or
+bounded by env steps (`train.env_step_budget` is refused: SFT plays none).
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ def sft_run_config(config: RunConfig) -> RunConfig:
         raise ConfigError("agentrl sft is not resumable; drop trainer.resume (SFT runs are short)")
     if config.trainer.async_mode:
         raise ConfigError("agentrl sft has no async mode; drop trainer.async_mode")
+    if config.train.env_step_budget:
+        raise ConfigError(
+            "agentrl sft plays no env steps (it trains on recorded demonstrations), so it has no env-step "
+            "budget; drop train.env_step_budget (sft.epochs sets how long SFT trains)"
+        )
     if config.engine.kind == "openai":
         raise ConfigError("engine.kind=openai holds no weights to fine-tune; use auto, cached, hf or vllm")
     if not config.sft.demos:

@@ -355,16 +355,23 @@ def record_step(
 
 
 def save_checkpoint_if_due(
-    config: RunConfig, step: int, learner: Learner, run_dir: Path, run_id: str, flush: Callable[[], None]
+    config: RunConfig,
+    step: int,
+    learner: Learner,
+    run_dir: Path,
+    run_id: str,
+    flush: Callable[[], None],
+    env_steps: int,
 ) -> None:
     """Phase 4 on every rank: a resumable checkpoint when `step` is a multiple of `trainer.checkpoint_every`.
     `flush` first makes the store hold the step before the checkpoint says it is done (rank 0; the
-    others pass a no-op); rank 0 writes state.json and the rename, every rank its shards."""
+    others pass a no-op); rank 0 writes state.json (with its `env_steps` so far) and the rename, every
+    rank its shards."""
     every = config.trainer.checkpoint_every
     if not every or step % every:
         return
     flush()
-    state = checkpoint.CheckpointState(step=step, run_id=run_id, weights_version=step)
+    state = checkpoint.CheckpointState(step=step, run_id=run_id, weights_version=step, env_steps=env_steps)
     checkpoint.save(
         run_dir, state, learner.policy, learner.optimizer, learner.scheduler, parallel=learner.parallel
     )

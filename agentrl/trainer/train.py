@@ -5,8 +5,9 @@ What this is: `train`, the rank dispatch, and three `Seat`s of `loop.run_loop`:
 - `SyncSeat`, rank 0 (or the only process): each step samples tasks, plays G episodes per task through the
   engine (`trainer/task_sampling.py`), and hands them to the step every loop shares (`trainer/step.py`:
   credit, update, weights into the engine, records, checkpoint), with held-out evaluation before and
-  after. In one process the HF and cached engines sample with the very module the optimiser updates, so
-  putting the new weights into the engine costs nothing.
+  after; it counts the env steps every played episode cost (`train.env_step_budget`). In one process the
+  HF and cached engines sample with the very module the optimiser updates, so putting the new weights into
+  the engine costs nothing.
 - `RolloutRankSeat`, ranks > 0 with `trainer.dp_rollouts` (the default with `trainer.nproc` > 1): every
   rank plays its share of each rollout phase (a step's rounds, the held-out evaluations) with an engine of
   its own (`trainer/dp_rollouts.py`), trains on its share of rank 0's samples with an FSDP2-sharded copy of
@@ -177,6 +178,7 @@ class SyncSeat(RunOwner):
         _, step_cpu, rollout_s, rollout_cpu_s = self.clocks
         metrics = {
             **rollout_metrics(played.played_episodes),
+            **self.count_env_steps(played.played_episodes),  # dropped groups too: the env played them
             **played.metrics,
             **credited.metrics,
             **update.metrics,
@@ -196,6 +198,7 @@ class RolloutRankSeat:
     parallel: DataParallel
     mine: dp_rollouts.RolloutRank
     run_id: str = ""
+    env_steps_total: int = 0  # rank 0 counts
     weights_out: WeightsOut = field(init=False)
 
     def __post_init__(self) -> None:

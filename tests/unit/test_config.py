@@ -12,6 +12,8 @@ def test_calc_config_loads_with_typed_overrides() -> None:
     config = load_config("calc", ["optim.lr=1e-5", "train.steps=3", "engine.hf.autocast_bf16=true"])
     assert config.optim.lr == pytest.approx(1e-5) and isinstance(config.optim.lr, float)
     assert config.train.steps == 3 and config.engine.hf.autocast_bf16 is True
+    assert config.train.env_step_budget == 0  # off unless asked for
+    assert load_config("calc", ["train.env_step_budget=800"]).train.env_step_budget == 800
 
 
 @pytest.mark.parametrize(
@@ -22,6 +24,7 @@ def test_calc_config_loads_with_typed_overrides() -> None:
         ("train.stepz=2", "unknown key"),
         ("engine.hf.autocast_bf16=1", "must be bool"),
         ("engine.kind=sglang", "engine.kind .sglang. is unknown"),
+        ("train.env_step_budget=-1", r"train.env_step_budget must be >= 0, got -1: set 0 for no budget"),
     ],
 )
 def test_bad_overrides_say_what_is_wrong(override: str, message: str) -> None:

@@ -1,5 +1,5 @@
 """The one training loop (`agentrl/trainer/loop.py`): every rank makes the same collective calls in the same
-order, whatever its seat.
+order, whatever its seat, and a spent env-step budget ends the run on every rank after the same step.
 
 Two ranks are simulated one after the other: rank 0 runs first and every collective it makes is recorded
 with its result (a broadcast's value); rank 1 then runs and each of its collectives must be the next one
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from agentrl.trainer.step import GatherOnly, IntoEngine, Learner, WeightsOut, pu
 from agentrl.trainer.update import UpdateResult
 
 STEPS = 3
+ENV_STEPS = 4  # what the leader's seat counts per step
 
 
 class World:
@@ -37,6 +38,10 @@ class World:
     def __init__(self) -> None:
         self.made: list[tuple[str, Any]] = []
         self.replayed = 0
+
+    def values(self, name: str) -> list[Any]:
+        """What rank 0 passed to its collectives named `name`, in order."""
+        return [value for made, value in self.made if made == name]
 
     def collective(self, name: str, parallel: DataParallel, value: Any = None) -> Any:
         if parallel.rank == 0:
@@ -60,7 +65,7 @@ class World:
             self.collective("checkpoint.load", parallel)
 
         def save(run_dir: Path, state: Any, model: Any, *args: Any, parallel: DataParallel) -> None:
-            self.collective("checkpoint.save", parallel)
+            self.collective("checkpoint.save", parallel, state.env_steps)
 
         monkeypatch.setattr(distributed, "broadcast", broadcast)
         monkeypatch.setattr(distributed, "full_state_dict", full_state_dict)
@@ -95,14 +100,31 @@ def learner_for(config: RunConfig, rank: int) -> Callable[[], Learner]:
 
 
 @dataclass
-class LeaderSeat(FollowerSeat):
-    """Rank 0's side, without episodes: the plan, a sample per step, the weights into its engine."""
+class Follower(FollowerSeat):
+    """A follower that remembers the step `finish_training` was told was the last."""
+
+    finished_at: int | None = None
+
+    async def finish_training(self, learner: Learner, last_step: int) -> None:
+        self.finished_at = last_step
+        await super().finish_training(learner, last_step)
+
+
+@dataclass
+class LeaderSeat(Follower):
+    """Rank 0's side, without episodes: the plan, a sample per step (which cost `ENV_STEPS` env steps), the
+    weights into its engine; it remembers the steps it evaluated at."""
 
     engine: FakeEngine | None = None
     publish_at_end: bool = False
+    evaluated: list[int] = field(default_factory=list)
 
     async def evaluate(self, step: int) -> Any:
+        self.evaluated.append(step)
         return None
+
+    def record(self, step: int, collected: Collected | None, update: UpdateResult) -> None:
+        self.env_steps_total += ENV_STEPS
 
     def restored(self, learner: Learner) -> None:
         publish_weights(self.engine, learner)  # type: ignore[arg-type]
@@ -114,27 +136,32 @@ class LeaderSeat(FollowerSeat):
         return Collected([object()])  # type: ignore[list-item]
 
     async def finish_training(self, learner: Learner, last_step: int) -> None:
+        self.finished_at = last_step
         if self.publish_at_end:
             publish_weights(self.engine, learner)  # type: ignore[arg-type]
 
 
-def config_with(every: int) -> RunConfig:
+def config_with(every: int, budget: int = 0) -> RunConfig:
     config = RunConfig()
-    return replace(config, trainer=replace(config.trainer, checkpoint_every=every))
-
-
-def resume_at(step: int) -> Any:
-    return Path("runs/x/checkpoints/step-1"), checkpoint.CheckpointState(
-        step=step, run_id="r", weights_version=1
+    return replace(
+        config,
+        trainer=replace(config.trainer, checkpoint_every=every),
+        train=replace(config.train, env_step_budget=budget),
     )
 
 
-def seats(kind: str, config: RunConfig) -> tuple[FollowerSeat, FollowerSeat]:
+def resume_at(step: int, env_steps: int = 0) -> Any:
+    return Path("runs/x/checkpoints/step-1"), checkpoint.CheckpointState(
+        step=step, run_id="r", weights_version=1, env_steps=env_steps
+    )
+
+
+def seats(kind: str, config: RunConfig) -> tuple[LeaderSeat, Follower]:
     engine = FakeEngine()
     if kind == "rl":
         leader_out: WeightsOut = IntoEngine(engine)  # type: ignore[arg-type]
         leader = LeaderSeat(config, DataParallel(0, 2), learner_for(config, 0), leader_out, engine=engine)
-        return leader, FollowerSeat(config, DataParallel(1, 2), learner_for(config, 1), GatherOnly())
+        return leader, Follower(config, DataParallel(1, 2), learner_for(config, 1), GatherOnly())
     leader = LeaderSeat(
         config,
         DataParallel(0, 2),
@@ -143,7 +170,7 @@ def seats(kind: str, config: RunConfig) -> tuple[FollowerSeat, FollowerSeat]:
         engine=engine,
         publish_at_end=True,
     )
-    follower = FollowerSeat(
+    follower = Follower(
         config, DataParallel(1, 2), learner_for(config, 1), AfterTheLastStep(), gather_at_end=True
     )
     return leader, follower
@@ -167,6 +194,54 @@ def test_every_rank_makes_the_same_collectives_in_the_same_order(
     assert names.count("checkpoint.save") == steps and names.count("checkpoint.load") == int(resumed)
     gathers = steps if kind == "rl" else 1  # RL: after every update; SFT: once, after the last step
     assert names.count("full_state_dict") == gathers + int(resumed)
+    assert names.count("broadcast") == 1 + steps  # the plan, each step's samples: no budget, no decision
+    assert leader.finished_at == follower.finished_at == STEPS
+
+
+def decisions(world: World) -> list[bool]:
+    """Rank 0's broadcast words on the env-step budget (the only booleans the loop broadcasts)."""
+    return [value for value in world.values("broadcast") if isinstance(value, bool)]
+
+
+@pytest.mark.parametrize(
+    ("budget", "last", "words"),
+    [
+        (0, STEPS, []),  # no budget: no collective
+        (STEPS * ENV_STEPS + 1, STEPS, [False] * STEPS),  # never reached: train.steps caps the run
+        (2 * ENV_STEPS - 1, 2, [False, True]),  # reached within step 2: the run ends after it
+        (2 * ENV_STEPS, 2, [False, True]),  # reached exactly
+    ],
+)
+def test_a_spent_env_step_budget_ends_the_run_after_the_same_step_on_every_rank(
+    budget: int, last: int, words: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = World()
+    world.install(monkeypatch)
+    config = config_with(every=1, budget=budget)
+    leader, follower = seats("rl", config)
+    asyncio.run(run_loop(config, leader, None))
+    asyncio.run(run_loop(config, follower, None))
+    assert world.replayed == len(world.made), f"rank 1 skipped {world.made[world.replayed :]}"
+    assert decisions(world) == words
+    assert leader.finished_at == follower.finished_at == last  # the run's last step on every rank
+    assert leader.evaluated == [0, last]  # held out before training and after its last step
+    assert world.values("checkpoint.save") == [ENV_STEPS * step for step in range(1, last + 1)]
+
+
+def test_a_resumed_run_counts_on_from_its_checkpoint_and_stops_where_the_straight_run_did(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = World()
+    world.install(monkeypatch)
+    config = config_with(every=1, budget=2 * ENV_STEPS)
+    leader, follower = seats("rl", config)
+    resume = resume_at(1, env_steps=ENV_STEPS)  # the straight run's checkpoint after step 1
+    asyncio.run(run_loop(config, leader, resume))
+    asyncio.run(run_loop(config, follower, resume))
+    assert world.replayed == len(world.made), f"rank 1 skipped {world.made[world.replayed :]}"
+    assert decisions(world) == [True]  # step 2 spends it, as in the straight run above
+    assert leader.finished_at == follower.finished_at == 2
+    assert leader.env_steps_total == 2 * ENV_STEPS and world.values("checkpoint.save") == [2 * ENV_STEPS]
 
 
 def test_a_seat_that_skips_a_collective_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

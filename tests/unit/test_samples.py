@@ -1,6 +1,8 @@
-"""Episodes -> concat training samples and their collation."""
+"""Episodes -> concat training samples and their collation; what episodes cost the env."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -12,7 +14,9 @@ from agentrl.trainer.samples import (
     collate_shared,
     column_ids,
     columns_start,
+    env_steps_of,
     episode_to_sample,
+    forks_of,
     plan_packs,
     shared_length,
     to_sample_layout,
@@ -160,3 +164,25 @@ def test_a_pack_that_trains_its_prefix_keeps_the_whole_sequences_loss_columns() 
     flat = collate_shared([branch, sample([1, 2, 3, 4, 5, 9], [0, 0, 0, 0, 0, 1])], shared=4, pad_id=0)
     assert not trains_prefix(flat) and columns_start(flat) == 4
     assert along_columns(flat["loss_mask"], None).tolist() == [[0, 1], [0, 1]]
+
+
+def episode_of(
+    turns: int, episode_id: str = "e", parent: str | None = None, branch: int | None = None
+) -> Episode:
+    played = tuple(turn(index, (1,), (2,)) for index in range(turns))
+    return replace(EPISODE, episode_id=episode_id, turns=played, parent_id=parent, branch_turn=branch)
+
+
+def test_a_flat_episode_costs_one_env_step_per_turn_and_no_fork() -> None:
+    flat = [episode_of(9, "a"), episode_of(7, "b")]
+    assert env_steps_of(flat) == 16 and forks_of(flat) == 0
+    assert env_steps_of([]) == 0
+
+
+def test_a_tree_branch_costs_only_the_turns_it_played_and_one_fork() -> None:
+    # the root plays 9 turns; a branch copies its first turn and plays 8; a deeper branch copies 3 and plays 6
+    root, branch = episode_of(9, "root"), episode_of(9, "branch", parent="root", branch=1)
+    deeper = episode_of(9, "deeper", parent="branch", branch=3)
+    assert env_steps_of([root, branch, deeper]) == 9 + 8 + 6
+    assert forks_of([root, branch, deeper]) == 2
+    assert env_steps_of([episode_of(4, "at-reset", parent="root", branch=0)]) == 4  # branched before turn 0
