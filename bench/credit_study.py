@@ -91,6 +91,7 @@ from agentrl.trainer.run import (
     rollout_metrics,
     save_final_weights,
     summarise_eval,
+    tree_metrics,
 )
 from agentrl.trainer.samples import env_steps_of, forks_of
 from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
@@ -392,6 +393,7 @@ async def train_run(study: StudyConfig, arm: Arm, seed: int) -> RunResult:
             rollouts = rollout_metrics(collected.played_episodes)
             metrics = {
                 **rollouts,
+                **tree_metrics(collected.played_episodes),
                 **collected.metrics,
                 **credited.metrics,
                 **update.metrics,

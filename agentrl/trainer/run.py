@@ -29,7 +29,7 @@ from agentrl.agent.engines.base import PolicyEngine, SamplingParams
 from agentrl.agent.engines.factory import build_engine
 from agentrl.agent.rollout import run_episode
 from agentrl.agent.session import EpisodePlayer
-from agentrl.agent.tree import collect_groups
+from agentrl.agent.tree import BRANCH_INFO_KEYS, collect_groups
 from agentrl.client import EnvClient
 from agentrl.config import RunConfig, to_dict
 from agentrl.errors import ConfigError, RolloutError
@@ -42,6 +42,7 @@ from agentrl.store.writer import StoreWriter, tokenizer_pieces
 from agentrl.tasks import Task, load_tasks
 from agentrl.trainer import checkpoint
 from agentrl.trainer.dp_rollouts import PlayOrder, RolloutRanks
+from agentrl.trainer.samples import copied_turns, forks_of
 from agentrl.types import Episode
 
 console = Console(stderr=True)
@@ -223,6 +224,49 @@ def rollout_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         "infra_reruns": float(sum(episode.attempts - 1 for episode in episodes)),
         "episodes": float(len(episodes)),
     }
+
+
+def tree_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """How one step's tree rollouts branched (docs/tree_rollouts.md, "Step metrics"), over every episode
+    played, infrastructure failures included (the env played and forked them, as `env_steps_of` and
+    `forks_of` count them): `tree/forks`, `tree/branch_turn_mean` (over branches), `tree/copied_turn_share`
+    (copied prefix turns over all turns) and, when branch points were chosen on entropy,
+    `tree/entropy_fired_share` and `tree/branch_entropy_rise_mean` (over branch points,
+    `entropy_branch_points`). {} when no episode is a tree branch (flat groups): flat runs log as before."""
+    branches = [episode for episode in episodes if episode.parent_id is not None]
+    if not branches:
+        return {}
+    turns = sum(len(episode.turns) for episode in episodes)
+    metrics = {
+        "tree/forks": float(forks_of(episodes)),
+        "tree/branch_turn_mean": _mean([float(episode.branch_turn or 0) for episode in branches]),
+        "tree/copied_turn_share": sum(map(copied_turns, episodes)) / turns if turns else 0.0,
+    }
+    points = entropy_branch_points(episodes)
+    if points:
+        metrics["tree/entropy_fired_share"] = _mean([float(not info["branch_fallback"]) for info in points])
+        metrics["tree/branch_entropy_rise_mean"] = _mean(
+            [float(info["branch_entropy"]) - float(info["branch_entropy_initial"]) for info in points]
+        )
+    return metrics
+
+
+def entropy_branch_points(episodes: Sequence[Episode]) -> list[Mapping[str, Any]]:
+    """The `info` of each branch point chosen on entropy (`agentrl.agent.tree.BRANCH_INFO_KEYS`), once per
+    branch point. Every branch through a branch point at turn t records it on its own turn t: the branch
+    that went on in the session that reached it (the point is that episode's, at t) and each fork (the
+    point is its parent's, at its `branch_turn`); deeper branches hold those turns only as copies, which
+    are skipped."""
+    points: dict[tuple[str, int], Mapping[str, Any]] = {}
+    for episode in episodes:
+        for position, turn in enumerate(episode.turns):
+            if position < copied_turns(episode) or not set(BRANCH_INFO_KEYS) <= turn.info.keys():
+                continue
+            reached_by = episode.episode_id
+            if episode.parent_id is not None and position == episode.branch_turn:
+                reached_by = episode.parent_id  # a fork made at this branch point
+            points.setdefault((reached_by, position), turn.info)
+    return list(points.values())
 
 
 def summarise_eval(episodes: Sequence[Episode]) -> EvalResult:

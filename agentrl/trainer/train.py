@@ -52,6 +52,7 @@ from agentrl.trainer.run import (
     require_some_usable,
     resume_point,
     rollout_metrics,
+    tree_metrics,
 )
 from agentrl.trainer.step import (
     Credited,
@@ -178,6 +179,7 @@ class SyncSeat(RunOwner):
         _, step_cpu, rollout_s, rollout_cpu_s = self.clocks
         metrics = {
             **rollout_metrics(played.played_episodes),
+            **tree_metrics(played.played_episodes),  # {} for flat groups
             **self.count_env_steps(played.played_episodes),  # dropped groups too: the env played them
             **played.metrics,
             **credited.metrics,

@@ -9,7 +9,9 @@ leaves with parent links and branch turns that form the configured trees (each b
 to its parent's turns); on entropy, every branch point lies in its window (`min_turn`..`max_turn`, the k-th
 of L by `max_turn - (L - k)`), is recorded in the `info` of its turn in every branch through it and obeys
 the rule (it rose above the tree's turn-0 entropy by more than the threshold, or it is the window's last
-turn); with two trees, the trees share the env seed and first observation but not their roots, and the
+turn), and the step's tree metrics (`tree/forks`, `tree/branch_turn_mean`, `tree/copied_turn_share`,
+`tree/entropy_fired_share`, `tree/branch_entropy_rise_mean`) in the store and metrics.jsonl match the stored
+episodes; with two trees, the trees share the env seed and first observation but not their roots, and the
 update's micro batches (recorded by wrapping `agentrl.trainer.update.local_packs` in the training process)
 are packed tree by tree, each sharing its tree's prefix past the root's first completion; the same two-tree
 run with `update.shared_prefix=false` plays the same episodes and gives the same update metrics and final
@@ -215,6 +217,32 @@ def check_entropy_rule(
     return fallbacks
 
 
+def check_tree_metrics(trained: Trained, forks: int) -> None:
+    """Checks step 1's tree metrics (`agentrl.trainer.run.tree_metrics`), in the store and in metrics.jsonl,
+    against the step's stored episodes (width 2: each branch point has one fork, and the fork's own turn at
+    its branch turn records the point)."""
+    lines = (trained.run_dir / "metrics.jsonl").read_text().splitlines()
+    (logged,) = [record for record in map(json.loads, lines) if record["step"] == 1]
+    episodes = trained.episodes
+    branches = [episode for episode in episodes if episode["parent_uid"] is not None]
+    points = [episode["turns"][int(episode["branch_turn"])]["info"] for episode in branches]
+    turns = [int(episode["branch_turn"]) for episode in branches]
+    expected = {
+        "tree/forks": forks,
+        "tree/branch_turn_mean": sum(turns) / len(turns),
+        "tree/copied_turn_share": sum(turns) / sum(len(episode["turns"]) for episode in episodes),
+        "tree/entropy_fired_share": sum(not info["branch_fallback"] for info in points) / len(points),
+        "tree/branch_entropy_rise_mean": sum(
+            float(info["branch_entropy"]) - float(info["branch_entropy_initial"]) for info in points
+        )
+        / len(points),
+    }
+    for name, value in expected.items():
+        assert trained.metrics[name] == pytest.approx(value, abs=1e-6), name
+        assert logged[name] == pytest.approx(value, abs=1e-6), name
+    assert 0 < trained.metrics["tree/copied_turn_share"] < 1
+
+
 def check_update(trained: Trained, episodes: int) -> None:
     metrics = trained.metrics
     assert metrics["episodes"] == episodes and metrics["infra_failures"] == 0
@@ -268,6 +296,7 @@ def test_entropy_branching_trains_through_agentrl_train(
         leaves = check_trees(group, trees=1, width=2, levels=levels)
         roots |= set(leaves)
         check_entropy_rule(group, levels, min_turn, max_turn, threshold=0.0)
+    check_tree_metrics(trained, forks=TASKS * 3)  # 3 forks per tree of 4 leaves
     check_update(trained, episodes=TASKS * 4)
     check_packs_tree_by_tree(trained, roots)
 
