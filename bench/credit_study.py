@@ -633,17 +633,26 @@ def above_base(base: Mapping[str, Any], results: Sequence[Mapping[str, Any]], me
     the higher of the base's evaluations, at the training temperature and (when both kept one) at the best
     decoding (`at_best_temperature`; None when not evaluated)."""
     repeats = base.get("repeats") or [base]
-    low = band([run["curve"][-1][metric] for run in results])[1]
+    finals = [float(run["curve"][-1][metric]) for run in results]
+    base_high = max(float(point[metric]) for point in repeats)
     at_best = [run["curve"][-1].get("at_best_temperature") for run in results]
     base_best = [point.get("at_best_temperature") for point in repeats]
-    best = None
-    if all(at_best) and all(base_best):
-        best_low = band([point[metric] for point in at_best])[1]  # type: ignore[index]
-        best = best_low > max(float(point[metric]) for point in base_best)  # type: ignore[index]
-    return {
-        "training_temperature": low > max(float(point[metric]) for point in repeats),
-        "best_temperature": best,
+    found: dict[str, Any] = {
+        "training_temperature": band(finals)[1] > base_high,
+        "best_temperature": None,
+        # the figures the two verdicts compare: the seeds' finals, their (mean, low, high), the base's best
+        "training_temperature_figures": {"seeds": finals, "band": list(band(finals)), "base": base_high},
     }
+    if all(at_best) and all(base_best):
+        best_finals = [float(point[metric]) for point in at_best]  # type: ignore[index]
+        base_best_high = max(float(point[metric]) for point in base_best)  # type: ignore[index]
+        found["best_temperature"] = band(best_finals)[1] > base_best_high
+        found["best_temperature_figures"] = {
+            "seeds": best_finals,
+            "band": list(band(best_finals)),
+            "base": base_best_high,
+        }
+    return found
 
 
 def tree_summary(

@@ -163,7 +163,11 @@ def test_the_tree_arms_statistics_are_the_plans_and_tree_against_flat() -> None:
     assert versus["band"] == list(credit_study.welch_band([0.6] * 3, [0.4, 0.4])[1:])
     faster = tree["tree_gigpo"]["half_minus_grpo_full"]  # at 300 env steps against GRPO's at 600
     assert faster["difference"] == pytest.approx(1.3 / 3 - 0.4) and "tree_gigpo_half" in faster
-    assert tree["tree_gigpo"]["above_base"] == {"training_temperature": True, "best_temperature": None}
+    above = tree["tree_gigpo"]["above_base"]
+    assert above["training_temperature"] is True and above["best_temperature"] is None
+    figures = above["training_temperature_figures"]
+    assert figures["seeds"] == [0.6] * 3 and figures["base"] == 0.15
+    assert figures["band"][0] == pytest.approx(0.6)
     assert tree["tree_grpo"]["above_base"]["training_temperature"] is False  # band reaches below 0.15
 
 
@@ -196,6 +200,20 @@ def test_the_kept_plan_2_runs_still_match_the_default_study() -> None:
     """A study resumed across sessions reuses its kept runs only while their fingerprint matches."""
     kept = json.loads((ROOT / "bench/results/credit_study_warm_runs/grpo-seed0.json").read_text())
     assert kept["study"] == credit_study.fingerprint(credit_study.StudyConfig())
+
+
+def test_above_the_base_at_its_best_decoding_compares_the_seeds_band_with_the_base_s_best() -> None:
+    def run(final: float, greedy: float) -> dict:
+        return {"curve": [{"success_rate": final, "at_best_temperature": {"success_rate": greedy}}]}
+
+    base = {"repeats": [run(0.2, greedy)["curve"][-1] for greedy in (0.30, 0.31)]}  # each a base evaluation
+    above = credit_study.above_base(base, [run(0.7, 0.8), run(0.8, 0.9), run(0.6, 0.85)], "success_rate")
+    figures = above["best_temperature_figures"]
+    assert above["best_temperature"] is True and figures["base"] == 0.31
+    assert figures["seeds"] == [0.8, 0.9, 0.85]
+    assert figures["band"] == list(credit_study.band([0.8, 0.9, 0.85]))
+    wide = credit_study.above_base(base, [run(0.7, 0.9), run(0.7, 0.2)], "success_rate")
+    assert wide["best_temperature"] is False  # two seeds this far apart: the band reaches below 0.31
 
 
 def test_quick_study_writes_json_and_plot(tmp_path: Path, tiny_model: Path) -> None:
