@@ -1,6 +1,7 @@
 """The runs table docs/credit_study.md quotes for plan 3b, made from its kept run files.
 
     .venv/bin/python bench/plan3b_table.py [bench/results/credit_study_calc_chain_grpo_runs]
+    .venv/bin/python bench/plan3b_table.py --write-readme   # README's block: the verdict and this table
 
 What this is: one row per kept run (the base's evaluations first): per-part success on the held-out chains
 at each checkpoint at the training temperature and, at the last one, at the best decoding, with the chains
@@ -17,7 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-KEPT = Path(__file__).resolve().parent / "results" / "credit_study_calc_chain_grpo_runs"
+ROOT = Path(__file__).resolve().parents[1]
+KEPT = ROOT / "bench" / "results" / "credit_study_calc_chain_grpo_runs"
+REPORT = ROOT / "bench" / "results" / "credit_study_calc_chain_grpo.json"
+README = ROOT / "README.md"
+START, END = "<!-- plan3b:start (bench/plan3b_table.py) -->", "<!-- plan3b:end -->"
 
 
 def rewards(evaluation: Mapping[str, Any]) -> dict[str, float]:
@@ -53,8 +58,39 @@ def table(folder: Path) -> str:
     return "\n".join(rows)
 
 
+def verdict(report: Mapping[str, Any]) -> str:
+    """The named test's outcome (`bench/credit_study.py --kept-only`'s `summary.above_base.grpo`)."""
+    above = report["summary"]["above_base"]["grpo"]
+    best, trained = above["best_temperature_figures"], above["training_temperature_figures"]
+    mean, low, high = best["band"]
+    outcome = "lies above it: GRPO beats the base" if above["best_temperature"] else "does not lie above it"
+    return (
+        f"GRPO on calc-chain, {len(best['seeds'])} seeds, final greedy per-part success {mean:.3f} (95% band "
+        f"[{low:.3f}, {high:.3f}]) against the base at its best decoding, greedy, {best['base']:.3f}: "
+        "the band "
+        f"{outcome} at its best decoding. At the training temperature: {trained['band'][0]:.3f} "
+        f"[{trained['band'][1]:.3f}, {trained['band'][2]:.3f}] against {trained['base']:.3f}. "
+        "([bench/results/credit_study_calc_chain_grpo.json](bench/results/credit_study_calc_chain_grpo.json))"
+    )
+
+
+def block(folder: Path = KEPT, report: Path = REPORT) -> str:
+    return verdict(json.loads(report.read_text())) + "\n\n" + table(folder)
+
+
+def replace_block(text: str, made: str) -> str:
+    if START not in text or END not in text:
+        raise SystemExit(f"README has no {START} ... {END} block")
+    head, rest = text.split(START, 1)
+    return head + START + "\n" + made + "\n" + END + rest.split(END, 1)[1]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    if args == ["--write-readme"]:
+        README.write_text(replace_block(README.read_text(), block()))
+        print(f"wrote {README.name}")
+        return 0
     print(table(Path(args[0]) if args else KEPT))
     return 0
 
