@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import marked_block
+
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "bench" / "results" / "demo"
 README = ROOT / "README.md"
@@ -121,11 +123,8 @@ def table(records: Sequence[Mapping[str, Any]], folder: Path = EVIDENCE) -> str:
 
 
 def replace_block(text: str, block: str) -> str:
-    """`text` with the part between the markers replaced by `block` (markers kept)."""
-    if START not in text or END not in text:
-        raise SystemExit(f"README has no {START} ... {END} block")
-    head, rest = text.split(START, 1)
-    return head + START + "\n" + block + "\n" + END + rest.split(END, 1)[1]
+    """`text` with README's demo block replaced by `block` (markers kept)."""
+    return marked_block.replace_block(text, block, START, END)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import marked_block
+
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "bench" / "results" / "gpu_check.json"
 TARGETS = (ROOT / "README.md", ROOT / "docs" / "gpu.md")
@@ -71,10 +73,7 @@ def table(report: Mapping[str, Any]) -> str:
 
 
 def replace_block(text: str, block: str, where: Path) -> str:
-    if START not in text or END not in text:
-        raise SystemExit(f"{where} has no {START} ... {END} block")
-    head, rest = text.split(START, 1)
-    return head + START + "\n" + block + "\n" + END + rest.split(END, 1)[1]
+    return marked_block.replace_block(text, block, START, END, str(where))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

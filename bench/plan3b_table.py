@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import marked_block
+
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "bench" / "results" / "credit_study_calc_chain_grpo_runs"
 REPORT = ROOT / "bench" / "results" / "credit_study_calc_chain_grpo.json"
@@ -79,10 +81,7 @@ def block(folder: Path = KEPT, report: Path = REPORT) -> str:
 
 
 def replace_block(text: str, made: str) -> str:
-    if START not in text or END not in text:
-        raise SystemExit(f"README has no {START} ... {END} block")
-    head, rest = text.split(START, 1)
-    return head + START + "\n" + made + "\n" + END + rest.split(END, 1)[1]
+    return marked_block.replace_block(text, made, START, END)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
