@@ -140,6 +140,13 @@ def train(repo_root: Path, tmp_path: Path, model: Path, name: str, *overrides: s
     return Trained(episodes, metrics, calls, tmp_path / "runs" / name)
 
 
+def checked_groups(run: Any, trees: int, width: int, levels: int) -> list[tuple[list[dict[str, Any]], Any]]:
+    """One group per task, each checked by `check_trees`: (group, its leaves by root uid) per task."""
+    groups = run.groups()
+    assert len(groups) == TASKS
+    return [(group, check_trees(group, trees, width, levels)) for group in groups.values()]
+
+
 def check_trees(group: list[dict[str, Any]], trees: int, width: int, levels: int) -> dict[str, list[str]]:
     """Checks that `group` is `trees` trees of `width ** levels` leaves each, linked within each tree, every
     branch's copied prefix its parent's; the leaves' uids by their root's uid."""
@@ -154,7 +161,8 @@ def check_trees(group: list[dict[str, Any]], trees: int, width: int, levels: int
             continue
         parent = by_uid[str(episode["parent_uid"])]  # a link never leaves the group
         turn = int(episode["branch_turn"])
-        assert 1 <= turn < len(parent["turns"])
+        assert turn >= 1, "a branch point follows a tool result (TreeConfig: min_turn >= 1)"
+        assert turn < len(parent["turns"]), f"branch turn {turn} is past its parent's turns"
         assert len(episode["turns"]) > turn  # the branch played its own turns from its branch turn on
         mine, theirs = episode["turns"][:turn], parent["turns"][:turn]
         for field in ("text", "observation", "reward", "state_key", "completion_tokens"):
@@ -289,12 +297,9 @@ def test_entropy_branching_trains_through_agentrl_train(
         f"rollout.tree.min_turn={min_turn}",
         f"rollout.tree.max_turn={max_turn}",
     )
-    groups = trained.groups()
-    assert len(groups) == TASKS
-    roots = set()
-    for group in groups.values():
-        leaves = check_trees(group, trees=1, width=2, levels=levels)
-        roots |= set(leaves)
+    checked = checked_groups(trained, trees=1, width=2, levels=levels)
+    roots = {root for _, leaves in checked for root in leaves}
+    for group, _ in checked:
         check_entropy_rule(group, levels, min_turn, max_turn, threshold=0.0)
     check_tree_metrics(trained, forks=TASKS * 3)  # 3 forks per tree of 4 leaves
     check_update(trained, episodes=TASKS * 4)
@@ -312,12 +317,9 @@ def test_two_trees_per_task_train_with_the_shared_prefix_packed_tree_by_tree(
         "update.micro_batch_size=8",  # room for a whole group: only the tree keys split it
     )
     shared = train(repo_root, tmp_path, tiny_model, "shared", *two_trees, "update.shared_prefix=true")
-    groups = shared.groups()
-    assert len(groups) == TASKS
-    roots = set()
-    for group in groups.values():
-        leaves = check_trees(group, trees=2, width=2, levels=1)
-        roots |= set(leaves)
+    checked = checked_groups(shared, trees=2, width=2, levels=1)
+    roots = {root for _, leaves in checked for root in leaves}
+    for group, leaves in checked:
         assert {episode["branch_turn"] for episode in group} == {None, 1}
         # both trees start from the group's reset, and each samples its own root
         assert len({episode["seed"] for episode in group}) == 1
@@ -357,12 +359,9 @@ def test_two_entropy_trees_per_task(repo_root: Path, tmp_path: Path, tiny_model:
         "rollout.tree.entropy_threshold=-10",  # any turn in the window fires: the threshold, not its end
         "update.micro_batch_size=8",
     )
-    groups = trained.groups()
-    assert len(groups) == TASKS
-    roots = set()
-    for group in groups.values():
-        leaves = check_trees(group, trees=2, width=2, levels=1)
-        roots |= set(leaves)
+    checked = checked_groups(trained, trees=2, width=2, levels=1)
+    roots = {root for _, leaves in checked for root in leaves}
+    for group, _ in checked:
         fallbacks = check_entropy_rule(group, 1, min_turn, max_turn, threshold=-10.0)
         assert not any(fallbacks)
         assert {episode["branch_turn"] for episode in group} == {None, min_turn}
