@@ -259,8 +259,9 @@ def entropy_branch_points(episodes: Sequence[Episode]) -> list[Mapping[str, Any]
     are skipped."""
     points: dict[tuple[str, int], Mapping[str, Any]] = {}
     for episode in episodes:
-        for position, turn in enumerate(episode.turns):
-            if position < copied_turns(episode) or not set(BRANCH_INFO_KEYS) <= turn.info.keys():
+        copied = copied_turns(episode)
+        for position, turn in enumerate(episode.turns[copied:], start=copied):
+            if not set(BRANCH_INFO_KEYS) <= turn.info.keys():
                 continue
             reached_by = episode.episode_id
             if episode.parent_id is not None and position == episode.branch_turn:
