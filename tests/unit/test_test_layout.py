@@ -1,8 +1,8 @@
 """The test tree's own rule: every test module has a basename no other test module uses.
 
-The test folders have no `__init__.py`, so pytest imports each test module by its basename; two files
-with the same name in different folders (tests/unit and tests/smoke, say) break collection for the
-whole suite, and only on a clean clone, where no stale `__pycache__` hides it. This is not a style rule.
+The test folders have no `__init__.py`, so pytest imports each test module by its basename; two files with
+the same name in different folders (tests/unit and tests/smoke, say) break collection for the whole suite,
+and only on a clean clone, where no stale `__pycache__` hides it. This is not a style rule.
 """
 
 from __future__ import annotations
@@ -34,4 +34,5 @@ def test_test_modules_have_unique_basenames() -> None:
         if ".venv" not in p.parts
     ]
     assert len(modules) > 100, "the test tree was not found"
-    assert duplicate_basenames(modules) == {}, "rename one of each pair: pytest imports test modules by basename"
+    clashes = duplicate_basenames(modules)
+    assert clashes == {}, "rename one of each pair: pytest imports test modules by basename"
