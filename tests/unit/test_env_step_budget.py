@@ -1,6 +1,7 @@
 """`train.env_step_budget` outside the loop: the rank-0 seats' count and its metrics, the checkpoint that
 keeps the count for a resumed run, and the runs that refuse a budget (SFT, a resume whose budget is spent).
-The loop's stop on every rank: tests/unit/test_one_loop.py; a real run: tests/smoke/test_env_step_budget_train.py.
+The loop's stop on every rank: tests/unit/test_one_loop.py; a real run:
+tests/smoke/test_env_step_budget_train.py.
 """
 
 from __future__ import annotations
