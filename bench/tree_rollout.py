@@ -1,9 +1,11 @@
 """Tree rollouts against flat groups at the same group size, same tasks, same run; prints ONE JSON object and
-writes it to bench/results/tree_rollout.json (`--out`).
+writes it to bench/results/tree_rollout.json for maze, bench/results/tree_rollout_TASK.json for another
+`--task` (`--out`).
 
     .venv/bin/python bench/tree_rollout.py                 # maze: 4 tasks, groups of 4, flat vs a tree at 5
     .venv/bin/python bench/tree_rollout.py --quick         # 2 tasks, groups of 4, 4 turns
     .venv/bin/python bench/tree_rollout.py --trees 5 2,4 --out -    # branch turns per tree; stdout only
+    .venv/bin/python bench/tree_rollout.py --task swebench --trees 2   # swebench-local, real sandbox forks
     .venv/bin/python bench/tree_rollout.py --report bench/results/tree_rollout.json   # the markdown table
 
 It opens the run as `agentrl train` does (`open_run`: the embedded env service, the task config's engine and
@@ -227,13 +229,19 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def default_out(task: str) -> Path:
+    """Where a run's JSON goes unless `--out` says: tree_rollout.json for maze (the page's first table),
+    tree_rollout_TASK.json for any other task; pure."""
+    return RESULTS / ("tree_rollout.json" if task == "maze" else f"tree_rollout_{task}.json")
+
+
 def main() -> None:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--task", default="maze", help="the run config (./configs/TASK.yaml)")
     parser.add_argument("--quick", action="store_true", help="2 tasks, groups of 4, 4 turns")
     parser.add_argument("--trees", nargs="+", default=["5"], help="branch turns per tree setting")
-    parser.add_argument("--out", help="the JSON's path ('-': stdout only; default results/tree_rollout.json)")
+    parser.add_argument("--out", help="the JSON's path ('-': stdout only; default: default_out(--task))")
     parser.add_argument("--report", type=Path, help="print the markdown table of this JSON and exit")
     parser.add_argument("overrides", nargs="*", help="run-config overrides a.b=c")
     options = parser.parse_args()
@@ -259,7 +267,7 @@ def main() -> None:
     }
     text = json.dumps(result, indent=2)
     print(text)
-    out = options.out or str(RESULTS / "tree_rollout.json")
+    out = options.out or str(default_out(options.task))
     if out != "-":
         Path(out).write_text(text + "\n")
 

@@ -59,3 +59,9 @@ def test_doc_quotes_the_committed_figures() -> None:
     result = json.loads((ROOT / "bench" / "results" / "tree_rollout.json").read_text())
     doc = (ROOT / "docs" / "tree_rollouts.md").read_text()
     assert bench().report(result) in doc
+
+
+def test_each_task_writes_its_own_file() -> None:
+    module = bench()
+    assert module.default_out("maze").name == "tree_rollout.json"
+    assert module.default_out("swebench").name == "tree_rollout_swebench.json"
