@@ -15,9 +15,10 @@ Every episode gets one outcome (`outcome`, first rule that applies):
 - `never_submitted`: no submit call before the turn limit (calls that printed nothing, malformed calls);
 - `wrong_answer`: submitted a wrong answer, every python call ran.
 
-It also counts `brace_closed_calls`: episodes whose first python call closes `print(` with `}` instead of `)`
-(a failure mode seen after training with seed 1). Read with the evidence files in bench/results/demo/,
-which hold the per-task outcomes; this file says what the failures were made of.
+It also counts `unclosed_calls`: episodes whose first python call opens more parentheses than it closes
+(`print(1 + 2` or `print(1 + 2}`: a failure mode seen after training with seed 1). Read with the evidence
+files in bench/results/demo/, which hold the per-task outcomes; this file says what the failures were made
+of.
 
 What this is not: a replay (it reads what the store recorded; the store must be the one the runs wrote,
 runs/agentrl.db unless $AGENTRL_DB_URL says otherwise) or a statement about other tasks.
@@ -38,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "demo" / "failures.json"
 OUTCOMES = ("solved", "infra", "syntax_error", "never_submitted", "wrong_answer")
 CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
-BRACE_CLOSED = re.compile(r"print\((?:(?!\)).)*\}\s*$", re.DOTALL)
 
 
 def tool_calls(text: str) -> list[dict[str, Any]]:
@@ -81,31 +81,31 @@ def outcome(episode: Mapping[str, Any]) -> str:
     return "wrong_answer"
 
 
-def brace_closed(episode: Mapping[str, Any]) -> bool:
-    """Whether the episode's first python call closes `print(` with `}` and no `)`; pure."""
+def unclosed(episode: Mapping[str, Any]) -> bool:
+    """Whether the episode's first python call opens more parentheses than it closes; pure."""
     for turn in episode["turns"]:
         code = python_code(turn)
         if code is not None:
-            return bool(BRACE_CLOSED.search(code.strip()))
+            return code.count("(") > code.count(")")
     return False
 
 
 def summarise(episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Counts of each outcome and of brace-closed first calls over one evaluation's episodes; pure."""
+    """Counts of each outcome and of unclosed first calls over one evaluation's episodes; pure."""
     counts = Counter(outcome(episode) for episode in episodes)
     return {
         "episodes": len(episodes),
         "outcomes": {name: counts.get(name, 0) for name in OUTCOMES},
-        "brace_closed_calls": sum(brace_closed(episode) for episode in episodes),
+        "unclosed_calls": sum(unclosed(episode) for episode in episodes),
     }
 
 
-def training_brace_closed(episodes: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
-    """Per training step: [episodes whose first python call closes with `}`, episodes]; pure."""
+def training_unclosed(episodes: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """Per training step: [episodes whose first python call is unclosed, episodes]; pure."""
     steps: dict[int, list[int]] = {}
     for episode in episodes:
         counts = steps.setdefault(episode["step"], [0, 0])
-        counts[0] += brace_closed(episode)
+        counts[0] += unclosed(episode)
         counts[1] += 1
     return {str(step): steps[step] for step in sorted(steps)}
 
@@ -113,7 +113,7 @@ def training_brace_closed(episodes: Sequence[Mapping[str, Any]]) -> dict[str, li
 def evaluations(run_name: str, load: Any) -> dict[str, Any]:
     """The four held-out evaluations of a demo run through `load(name, split)`, which returns that run's
     episodes of the split with turns, or None when the run is not in the store; also the training
-    episodes' brace-closed first calls per step (`training_brace_closed`, key `training`)."""
+    episodes' unclosed first calls per step (`training_unclosed`, key `training`)."""
     own = load(run_name, "eval")
     if own is None:
         raise SystemExit(f"run {run_name!r} is not in the store; name a `make demo` run (runs/<name>)")
@@ -126,7 +126,7 @@ def evaluations(run_name: str, load: Any) -> dict[str, Any]:
         control = load(f"{run_name}-{suffix}", "eval")
         if control is not None:
             figures[label] = summarise(control)
-    return {"evaluations": figures, "training": training_brace_closed(load(run_name, "train") or [])}
+    return {"evaluations": figures, "training": training_unclosed(load(run_name, "train") or [])}
 
 
 def store_loader() -> Any:
@@ -150,15 +150,15 @@ def store_loader() -> Any:
 def report(result: Mapping[str, Any]) -> str:
     """The JSON as a markdown table: one row per run and evaluation; pure."""
     lines = [
-        "| run | evaluation | episodes | " + " | ".join(OUTCOMES) + " | first call closed with `}` |",
+        "| run | evaluation | episodes | " + " | ".join(OUTCOMES) + " | first call left `(` open |",
         "|---" * (len(OUTCOMES) + 4) + "|",
     ]
     for run, figures in result["runs"].items():
         for label, figure in figures["evaluations"].items():
             cells = [str(figure["outcomes"][name]) for name in OUTCOMES]
-            row = [run, label, str(figure["episodes"]), *cells, str(figure["brace_closed_calls"])]
+            row = [run, label, str(figure["episodes"]), *cells, str(figure["unclosed_calls"])]
             lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "| run | training episodes whose first call closed with `}`, per step |", "|---|---|"]
+    lines += ["", "| run | training episodes whose first call left `(` open, per step |", "|---|---|"]
     for run, figures in result["runs"].items():
         steps = ", ".join(f"step {step}: {n}/{total}" for step, (n, total) in figures["training"].items())
         lines.append(f"| {run} | {steps} |")

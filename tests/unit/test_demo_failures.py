@@ -1,5 +1,5 @@
-"""bench/demo_failures.py's pure parts: each stored calc episode gets the outcome its turns show, brace-closed
-first calls are told apart from correct ones, and evaluations are picked by run name and step."""
+"""bench/demo_failures.py's pure parts: each stored calc episode gets the outcome its turns show, unclosed
+first calls are told apart from closed ones, and evaluations are picked by run name and step."""
 
 from __future__ import annotations
 
@@ -58,13 +58,14 @@ def test_each_episode_gets_the_outcome_its_turns_show() -> None:
     ]
 
 
-def test_brace_closed_first_calls_are_told_apart() -> None:
+def test_unclosed_first_calls_are_told_apart() -> None:
     module = bench()
-    assert module.brace_closed(BRACE)
-    assert not module.brace_closed(SOLVED)
-    assert not module.brace_closed(SILENT)
+    assert module.unclosed(BRACE)
+    assert module.unclosed(episode([python("print(2 * 3", SYNTAX)]))
+    assert not module.unclosed(SOLVED)
+    assert not module.unclosed(SILENT)
     nested = episode([python("print({1: 2})", "exit code 0\n{1: 2}")])
-    assert not module.brace_closed(nested)  # a dict inside a closed print( is not the failure
+    assert not module.unclosed(nested)  # a dict inside a closed print( is not the failure
 
 
 def test_summary_counts_every_outcome() -> None:
@@ -72,7 +73,7 @@ def test_summary_counts_every_outcome() -> None:
     assert figures == {
         "episodes": 5,
         "outcomes": {"solved": 1, "infra": 0, "syntax_error": 2, "never_submitted": 1, "wrong_answer": 1},
-        "brace_closed_calls": 2,
+        "unclosed_calls": 2,
     }
 
 
@@ -86,5 +87,5 @@ def test_evaluations_pick_the_first_and_last_step_and_the_controls() -> None:
     assert result["evaluations"]["before"]["outcomes"]["wrong_answer"] == 1
     assert result["evaluations"]["after"]["outcomes"]["solved"] == 1
     assert "control-before" not in result["evaluations"]  # no such run in the store
-    assert result["evaluations"]["control-after"]["brace_closed_calls"] == 1
+    assert result["evaluations"]["control-after"]["unclosed_calls"] == 1
     assert result["training"] == {"1": [0, 1], "2": [1, 2]}
