@@ -1,8 +1,8 @@
 """How the calc demo's held-out episodes ended, read from the run store; writes
-bench/results/demo/failures.json (`--out`).
+bench/results/demo_failures.json (`--out`).
 
     .venv/bin/python bench/demo_failures.py demo-20261127-083035 demo-20261127-093729   # runs by name
-    .venv/bin/python bench/demo_failures.py --report bench/results/demo/failures.json   # the markdown table
+    .venv/bin/python bench/demo_failures.py --report bench/results/demo_failures.json   # the markdown table
 
 For each `make demo` run named, four held-out evaluations of the same 48 tasks: `before` and `after`
 (the run's own, at the evaluation temperature) and `control-before` / `control-after` (the runs
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench" / "results" / "demo" / "failures.json"
+OUT = ROOT / "bench" / "results" / "demo_failures.json"
 OUTCOMES = ("solved", "infra", "syntax_error", "never_submitted", "wrong_answer")
 CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 

@@ -62,6 +62,13 @@ def fraction(found: Mapping[str, Any] | None) -> str:
     return f"{found['successes']}/{found['tasks']} ({found['successes'] / max(1, found['tasks']):.3f})"
 
 
+def change(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> float | None:
+    """after's success rate minus before's, None when either evaluation is missing or empty; pure."""
+    if not before or not after or not before["tasks"] or not after["tasks"]:
+        return None
+    return float(after["successes"] / after["tasks"] - before["successes"] / before["tasks"])
+
+
 def run_row(record: Mapping[str, Any]) -> dict[str, Any]:
     """One run's numbers: before/after at the evaluation temperature, gained/lost, McNemar p, control."""
     pairs = [row for row in record["per_task"] if row["before"] is not None and row["after"] is not None]
@@ -75,12 +82,11 @@ def run_row(record: Mapping[str, Any]) -> dict[str, Any]:
         "temperature": record["temperature"]["eval"],
         "before": fraction(before),
         "after": fraction(after),
-        "change": (after["successes"] / after["tasks"] - before["successes"] / before["tasks"])
-        if before and after and before["tasks"] and after["tasks"]
-        else None,
+        "change": change(before, after),
         "gained": gained,
         "lost": lost,
         "p": mcnemar_exact(gained, lost),
+        "control_change": change(evaluation(record, "control_before"), evaluation(record, "control_after")),
         "control_before": fraction(evaluation(record, "control_before")),
         "control_after": fraction(evaluation(record, "control_after")),
         "control_temperature": next(
@@ -112,6 +118,17 @@ def table(records: Sequence[Mapping[str, Any]], folder: Path = EVIDENCE) -> str:
         "| control before | control after |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    controls = [row["control_change"] for row in rows if row["control_change"] is not None]
+    if controls:
+        c_mean, c_low, c_high = band(controls)
+        measured = {row["control_temperature"] for row in rows if row["control_change"] is not None}
+        temperatures = ", ".join(map(str, sorted(measured)))
+        lines[1:1] = [
+            "",
+            f"**Sharpening control** (the base and the trained model at T={temperatures} "
+            f"on the same tasks): success changed by {c_mean:+.3f} on average over {len(controls)} run(s), "
+            f"95% t-band over seeds [{c_low:+.3f}, {c_high:+.3f}].",
+        ]
     for row in rows:
         control_t = "" if row["control_temperature"] is None else f" (T={row['control_temperature']})"
         lines.append(

@@ -82,6 +82,10 @@ def test_the_table_lists_exactly_the_files_with_the_band_first(tmp_path: Path) -
     )
     rows = [line for line in lines if line.startswith("| 0 ") or line.startswith("| 1 ")]
     assert len(rows) == 2 and rows[0].startswith("| 0 | demo-seed0")  # sorted by seed
+    assert lines[2] == (
+        "**Sharpening control** (the base and the trained model at T=0.3 on the same tasks): success changed "
+        "by +0.000 on average over 1 run(s), 95% t-band over seeds [+0.000, +0.000]."
+    )  # only seed 1 has a control, which did not move
     assert "| 2 / 1 |" in rows[0] and "not measured" in rows[0]
     assert "| 2 / 0 |" in rows[1] and "3/4 (0.750) (T=0.3) | 3/4 (0.750) |" in rows[1]
 
