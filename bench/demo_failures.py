@@ -97,6 +97,7 @@ def summarise(episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "episodes": len(episodes),
         "outcomes": {name: counts.get(name, 0) for name in OUTCOMES},
         "unclosed_calls": sum(unclosed(episode) for episode in episodes),
+        "unclosed_solved": sum(unclosed(episode) and bool(episode["success"]) for episode in episodes),
     }
 
 
@@ -150,13 +151,16 @@ def store_loader() -> Any:
 def report(result: Mapping[str, Any]) -> str:
     """The JSON as a markdown table: one row per run and evaluation; pure."""
     lines = [
-        "| run | evaluation | episodes | " + " | ".join(OUTCOMES) + " | first call left `(` open |",
-        "|---" * (len(OUTCOMES) + 4) + "|",
+        "| run | evaluation | episodes | "
+        + " | ".join(OUTCOMES)
+        + " | first call left `(` open | of those, solved |",
+        "|---" * (len(OUTCOMES) + 5) + "|",
     ]
     for run, figures in result["runs"].items():
         for label, figure in figures["evaluations"].items():
             cells = [str(figure["outcomes"][name]) for name in OUTCOMES]
-            row = [run, label, str(figure["episodes"]), *cells, str(figure["unclosed_calls"])]
+            row = [run, label, str(figure["episodes"]), *cells]
+            row += [str(figure["unclosed_calls"]), str(figure["unclosed_solved"])]
             lines.append("| " + " | ".join(row) + " |")
     lines += ["", "| run | training episodes whose first call left `(` open, per step |", "|---|---|"]
     for run, figures in result["runs"].items():

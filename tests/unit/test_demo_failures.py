@@ -4,6 +4,7 @@ first calls are told apart from closed ones, and evaluations are picked by run n
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -74,6 +75,7 @@ def test_summary_counts_every_outcome() -> None:
         "episodes": 5,
         "outcomes": {"solved": 1, "infra": 0, "syntax_error": 2, "never_submitted": 1, "wrong_answer": 1},
         "unclosed_calls": 2,
+        "unclosed_solved": 0,
     }
 
 
@@ -89,3 +91,9 @@ def test_evaluations_pick_the_first_and_last_step_and_the_controls() -> None:
     assert "control-before" not in result["evaluations"]  # no such run in the store
     assert result["evaluations"]["control-after"]["unclosed_calls"] == 1
     assert result["training"] == {"1": [0, 1], "2": [1, 2]}
+
+
+def test_benchmarks_page_quotes_the_committed_file() -> None:
+    result = json.loads((ROOT / "bench" / "results" / "demo_failures.json").read_text())
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert bench().report(result) in page

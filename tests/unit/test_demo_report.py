@@ -115,3 +115,9 @@ def test_an_infrastructure_failure_is_not_scored() -> None:
     ]
     (only,) = evaluations_of(episodes, 0.3, "control_before")
     assert only["tasks"] == 0 and only["per_task"][0]["success"] is None and only["label"] == "control_before"
+
+
+def test_readme_block_is_the_table_of_the_committed_files() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(START, 1)[1].split(END, 1)[0].strip()
+    assert block == table(load_records(ROOT / "bench" / "results" / "demo"))
