@@ -3,21 +3,18 @@ first calls are told apart from closed ones, and evaluations are picked by run n
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from bench_scripts import load_bench
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_failures", ROOT / "bench" / "demo_failures.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("demo_failures")
 
 
 def python(code: str, observation: str) -> dict[str, Any]:

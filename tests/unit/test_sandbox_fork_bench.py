@@ -3,21 +3,14 @@ rest, samples pooled over rounds, and the ratios' direction."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_scripts import load_bench
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sandbox_fork_bench", ROOT / "bench" / "sandbox_fork.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("sandbox_fork")
 
 
 def test_a_forks_time_is_split_by_what_the_servers_report() -> None:

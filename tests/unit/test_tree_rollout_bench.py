@@ -3,10 +3,11 @@ the ratios' directions, and docs/tree_rollouts.md quoting the committed JSON's t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
+
+from bench_scripts import load_bench
 
 from agentrl.types import Action, Episode, Turn
 
@@ -14,11 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tree_rollout_bench", ROOT / "bench" / "tree_rollout.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("tree_rollout")
 
 
 def episode(
