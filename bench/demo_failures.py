@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -38,20 +37,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "demo_failures.json"
 OUTCOMES = ("solved", "infra", "syntax_error", "never_submitted", "wrong_answer")
-CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
 
 def tool_calls(text: str) -> list[dict[str, Any]]:
-    """The tool calls a turn's text holds that parse as JSON objects (malformed ones are left out); pure."""
-    calls = []
-    for body in CALL.findall(text):
-        try:
-            call = json.loads(body)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(call, dict):
-            calls.append(call)
-    return calls
+    """The turn's tool calls as {"name", "arguments"} dicts, parsed as the env parses them
+    (`agentrl.agent.parsing.parse_turn`: a malformed turn has none); pure."""
+    from agentrl.agent.parsing import parse_turn
+
+    return [{"name": call.name, "arguments": dict(call.arguments)} for call in parse_turn(text).tool_calls]
 
 
 def python_code(turn: Mapping[str, Any]) -> str | None:
@@ -132,7 +125,9 @@ def evaluations(run_name: str, load: Any) -> dict[str, Any]:
 
 def store_loader() -> Any:
     """`load(name, split)` over the run store: the named run's episodes of that split with turns (its latest
-    run of that name), None when absent."""
+    run of that name), None when absent. Each run's episodes are read once, whatever splits are asked."""
+    import functools
+
     from agentrl.store.repository import list_runs, load_episodes, open_store
 
     store = open_store()
@@ -140,10 +135,14 @@ def store_loader() -> Any:
         run["name"]: run["id"] for run in sorted(list_runs(store), key=lambda run: str(run["created_at"]))
     }
 
+    @functools.cache
+    def episodes(run_id: str) -> list[dict[str, Any]]:
+        return load_episodes(store, run_id)
+
     def load(name: str, split: str) -> list[dict[str, Any]] | None:
         if name not in runs:
             return None
-        return [e for e in load_episodes(store, runs[name]) if e["split"] == split]
+        return [e for e in episodes(runs[name]) if e["split"] == split]
 
     return load
 
