@@ -85,10 +85,15 @@ class Turn:
     completion_logprobs: [C_t] sampler log-probabilities of `completion_ids` (at the sampling temperature)
     answer_prob:         IGPO's p_t, the policy's probability of the known answer before this turn; set by
                          the trainer (`agentrl/trainer/answer_probs.py`), None otherwise
-    segment:             the token sequence this turn continues (0 for every turn the runner plays). An
-                         external harness (`agentrl/harness`) that rewrites its history starts a new one: the
-                         turn's `prompt_ids` are then its whole prompt, and each segment is its own sample
+    segment:             the token sequence this turn continues (0 for every turn of a `full` context). A
+                         prompt that is not the previous one plus this turn starts a new one: a context
+                         policy's window or mask (`rollout.context`, `agentrl/agent/context.py`) or an
+                         external harness (`agentrl/harness`) that rewrites its history. The turn's
+                         `prompt_ids` are then its whole prompt, and each segment is its own sample
                          (`agentrl.trainer.samples.episode_to_samples`)
+    prompt_view:         what this turn's prompt held under a context policy other than `full`
+                         (`agentrl.agent.context.next_prompt`: the policy, the turns shown, the masked
+                         ones, the window's task turn and state line); None for a `full` context
     finish_reason:       why the engine ended the completion: "stop" (the end-of-turn token or a stop
                          string) or "length" (`max_new_tokens` reached); None where not known (demonstrations)
     """
@@ -109,6 +114,7 @@ class Turn:
     answer_prob: float | None = None
     segment: int = 0
     finish_reason: str | None = None
+    prompt_view: Mapping[str, Any] | None = None
 
     @property
     def num_tokens(self) -> int:

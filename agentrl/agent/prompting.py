@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrl.agent.parsing import CLOSE_TAG, OPEN_TAG, format_tool_call
@@ -78,6 +79,23 @@ def render_first_prompt(
     ]
     text = _render(tokenizer, messages, list(tools) if native else None, True)
     return _encode(tokenizer, text)
+
+
+@dataclass(frozen=True)
+class EpisodeRenderer:
+    """The renderings a context policy needs (`agentrl.agent.context.Renderer`), for one episode's
+    tokenizer, tools, few-shot examples and instructions."""
+
+    tokenizer: Any
+    tools: Sequence[Mapping[str, Any]]
+    examples: Sequence[Mapping[str, Any]]
+    instructions: str | None = None
+
+    def first(self, observation: str) -> list[int]:
+        return render_first_prompt(self.tokenizer, self.tools, self.examples, observation, self.instructions)
+
+    def delta(self, observation: str, completion_ended: bool) -> list[int]:
+        return render_observation_delta(self.tokenizer, observation, completion_ended)
 
 
 def render_observation_delta(

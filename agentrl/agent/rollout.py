@@ -21,7 +21,11 @@ says how many plays it took, and one still failing after that is returned as `in
 episodes with `run_concurrently`: the first error that propagates cancels the other episodes (which close
 their sessions) and is raised as itself, not wrapped in an ExceptionGroup, so the CLI can print it.
 
-What this is not: per-step prompt construction (verl-agent's "last K turns" mode).
+Context policies (`rollout.context`, `agentrl/agent/context.py`): with the default `full` every turn is
+appended to one growing token context; `window` and `mask` build each turn's prompt from the recorded pieces,
+and a prompt that does not extend the last one starts a new token segment (`Walk.segment`, `Turn.segment`).
+
+What this is not: the context policies themselves (`context.py`) or the chat template (`prompting.py`).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from agentrl.agent.context import ContextState, advance, continues, next_prompt, start_state
 from agentrl.agent.engines.base import Completion, Engine, SamplingParams
 from agentrl.agent.parsing import parse_turn
-from agentrl.agent.prompting import render_first_prompt, render_observation_delta
+from agentrl.agent.prompting import EpisodeRenderer, render_observation_delta
 from agentrl.agent.retry import RetryConfig, play_with_retries
 from agentrl.agent.rollout_config import RolloutConfig
 from agentrl.agent.session import (
@@ -55,9 +60,15 @@ T = TypeVar("T")
 
 @dataclass
 class Walk:
-    """An episode in progress: its env session, every token the engine has been fed or has sampled so far
-    (`context`), the prompt tokens to append before the next turn (`pending`), its turns, and why it stopped
-    (None while it may go on). A tree rollout branches a walk (`branch`) at a forked session."""
+    """An episode in progress: its env session, every token of its current segment the engine has been fed
+    or has sampled so far (`context`), the prompt tokens to append before the next turn (`pending`), its
+    turns, and why it stopped (None while it may go on). A tree rollout branches a walk (`branch`) at a
+    forked session.
+
+    Under a context policy other than `full` (`rollout.context`), `window` holds the episode's context
+    pieces (`agentrl.agent.context.ContextState`, immutable, so a branch shares it), `renderer` renders new
+    ones, `view` says what `pending` holds, and `segment` counts the token segments started before the
+    current one: a prompt that does not extend `context` starts a new one, `context` then empty."""
 
     session_id: str
     pending: list[int]
@@ -67,18 +78,40 @@ class Walk:
     episode_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     parent_id: str | None = None
     branch_turn: int | None = None
+    segment: int = 0
+    window: ContextState | None = None
+    renderer: EpisodeRenderer | None = None
+    view: Mapping[str, Any] | None = None
 
     def branch(self, session_id: str) -> Walk:
         """A copy of this walk continuing in `session_id` (a fork of this walk's session), its parent this."""
-        return Walk(
-            session_id,
-            list(self.pending),
-            list(self.context),
-            list(self.turns),
-            self.stop_reason,
+        return replace(
+            self,
+            session_id=session_id,
+            pending=list(self.pending),
+            context=list(self.context),
+            turns=list(self.turns),
+            episode_id=uuid.uuid4().hex,
             parent_id=self.episode_id,
             branch_turn=len(self.turns),
         )
+
+
+def first_walk(engine: Engine, start: SessionStart, config: RolloutConfig) -> Walk:
+    """The walk of a new episode from its session's start: the first prompt pending, and under a context
+    policy other than `full` the pieces it keeps (`agentrl.agent.context`)."""
+    renderer = EpisodeRenderer(engine.tokenizer, start.tools, start.examples, config.instructions)
+    pending = renderer.first(start.observation)
+    if config.context.policy == "full":
+        return Walk(start.session_id, pending)
+    view: dict[str, Any] = {"policy": config.context.policy, "task_turn": None, "shown": [], "masked": []}
+    return Walk(
+        start.session_id,
+        pending,
+        window=start_state(pending, start.observation),
+        renderer=renderer,
+        view=view,
+    )
 
 
 async def run_episode(
@@ -101,11 +134,9 @@ async def run_episode(
     async with EpisodeSession(client) as session:
         start = await session.open(env_id, task, seed)
 
-        # 2. render the first prompt; later turns only append to it
-        pending = render_first_prompt(
-            engine.tokenizer, start.tools, start.examples, start.observation, config.instructions
-        )
-        walk = Walk(start.session_id, pending)
+        # 2. render the first prompt; later turns append to it (or, under a context policy, may start a
+        # new segment: `next_context`)
+        walk = first_walk(engine, start, config)
 
         # 3-6. turn after turn (`take_turn`) until the env ends the episode or a budget runs out
         await play_turns(client, engine, walk, config.max_turns, sampling, config, sampler_seed)
@@ -193,6 +224,8 @@ async def play_sampled(
             truncated=bool(result.truncated),
             info=info,
             finish_reason=completion.finish_reason,
+            segment=walk.segment,
+            prompt_view=walk.view,
         )
     )
 
@@ -201,8 +234,31 @@ async def play_sampled(
         walk.stop_reason = "terminated" if result.terminated else "truncated"
     elif index + 1 >= config.max_turns:
         walk.stop_reason = "max_turns"
-    else:
+    elif walk.window is None:
         walk.pending = render_observation_delta(engine.tokenizer, result.observation, completion.ended_turn)
+    else:
+        next_context(walk, completion, result.observation, info, config)
+
+
+def next_context(
+    walk: Walk, completion: Completion, observation: str, info: Mapping[str, Any], config: RolloutConfig
+) -> None:
+    """Under a context policy other than `full`: the walk's next prompt from its context pieces after the
+    turn it just recorded (`agentrl.agent.context`), appended when it extends the segment, else the whole
+    prompt of a new segment."""
+    assert walk.window is not None and walk.renderer is not None
+    turn = len(walk.turns) - 1
+    walk.window = advance(
+        walk.window, config.context, walk.renderer, turn, completion.token_ids, completion.ended_turn,
+        observation, info,
+    )  # fmt: skip
+    prompt, view = next_prompt(walk.window, config.context)
+    if continues(walk.context, prompt):
+        walk.pending = prompt[len(walk.context) :]
+    else:
+        walk.segment += 1
+        walk.context, walk.pending = [], prompt
+    walk.view = view
 
 
 def walk_episode(

@@ -1,7 +1,8 @@
-"""`RolloutConfig` (`rollout.*`) and `HarnessConfig` (`rollout.harness.*`): the episode players' budgets,
-prompt and harness, importable without torch, FastAPI or uvicorn.
+"""`RolloutConfig` (`rollout.*`), `HarnessConfig` (`rollout.harness.*`), `TreeConfig` (`rollout.tree.*`) and
+`ContextConfig` (`rollout.context.*`): the episode players' budgets, prompt, context policy and harness,
+importable without torch, FastAPI or uvicorn.
 
-What this is: two frozen dataclasses, each default in one place, standard library only. Both players read
+What this is: frozen dataclasses, each default in one place, standard library only. Both players read
 them: `agentrl.agent.rollout.run_episode` and `agentrl.harness.runner.HarnessPlayer`; the harness's config
 lives here, not in `agentrl/harness/`, so that `agent/` never imports the harness package (the harness
 imports `agent/`, never the other way round).
@@ -163,6 +164,43 @@ class TreeConfig:
         return width
 
 
+CONTEXT_POLICIES = ("full", "window", "mask")
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """What each turn's prompt holds (`rollout.context.*`, `agentrl/agent/context.py`, docs/context.md).
+
+    policy:       "full" (the default): one growing chat, each turn appended to the last; "window": the
+                  first prompt (system message, few-shot examples, the task) and the last `keep_turns`
+                  (assistant turn, observation) pairs, a fresh window at each env boundary
+                  (`info["context_reset"]`) and the env's latest `info["state_text"]` after the task;
+                  "mask": every turn, but the tool outputs of all but the last `keep_turns` turns replaced
+                  by a one-line stub that says how many characters it dropped (a boundary's observation,
+                  the next task, is never masked). A prompt that is not the previous one plus the new turn
+                  starts a new token segment, trained as its own sample
+    keep_turns:   "window" and "mask": the (assistant turn, observation) pairs shown whole (>= 1)
+    resets:       "window": start a fresh window at an env boundary (`info["context_reset"]`); off, the
+                  window slides across boundaries
+    """
+
+    policy: str = "full"
+    keep_turns: int = 4
+    resets: bool = True
+
+    def __post_init__(self) -> None:
+        if self.policy not in CONTEXT_POLICIES:
+            hint = " (model-written summaries are not built yet)" if self.policy == "summary" else ""
+            raise ValueError(
+                f"rollout.context.policy={self.policy!r} is unknown{hint}; use one of "
+                f"{', '.join(CONTEXT_POLICIES)}"
+            )
+        if self.keep_turns < 1:
+            raise ValueError(
+                f"rollout.context.keep_turns must be >= 1 (the turns shown whole), got {self.keep_turns}"
+            )
+
+
 @dataclass(frozen=True)
 class RolloutConfig:
     """The players' budgets and prompt.
@@ -184,6 +222,8 @@ class RolloutConfig:
                         `max_context_tokens` each call's prompt plus `max_tokens`
     tree:               tree rollouts from forked env states (`TreeConfig`); off by default; not with a
                         harness (a harness keeps its own state outside agentrl, which a fork cannot copy)
+    context:            what each turn's prompt holds (`ContextConfig`): the whole episode by default; not
+                        with a harness (a harness builds its own prompts; the recorder segments them)
     """
 
     max_turns: int = 4
@@ -193,8 +233,15 @@ class RolloutConfig:
     seeded_sampling: bool = False
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     tree: TreeConfig = field(default_factory=TreeConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
 
     def __post_init__(self) -> None:
+        if self.context.policy != "full" and self.harness.enabled:
+            raise ValueError(
+                f"rollout.context.policy={self.context.policy} with rollout.harness: a harness builds its "
+                "own prompts (the recorder trains each history it sends as a segment); set "
+                "rollout.context.policy=full, or play the episodes with agentrl's own loop"
+            )
         if self.tree.enabled and self.harness.enabled:
             raise ValueError(
                 "rollout.tree with rollout.harness: a harness keeps its own state outside agentrl, which a "

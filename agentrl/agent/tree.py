@@ -62,13 +62,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from agentrl.agent.engines.base import Completion, Engine, SamplingParams
-from agentrl.agent.prompting import render_first_prompt
 from agentrl.agent.retry import RetryConfig
 from agentrl.agent.rollout import (
     Walk,
     collect_rollouts,
     derive_seed,
     episode_seed,
+    first_walk,
     fits_next_turn,
     play_sampled,
     play_turns,
@@ -203,10 +203,7 @@ async def grow_tree(
     try:
         async with EpisodeSession(client) as session:
             start = await session.open(env_id, task, seed)
-            pending = render_first_prompt(
-                engine.tokenizer, start.tools, start.examples, start.observation, config.instructions
-            )
-            root = Walk(start.session_id, pending)
+            root = first_walk(engine, start, config)
             tree = Tree(client, engine, sampling, config, width, env_id, task, seed, start, retry)
             if config.tree.branch_on == "entropy":
                 level = Level(config.tree.levels, config.tree.min_turn, sampler_seed=sampler_seed)

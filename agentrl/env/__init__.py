@@ -9,8 +9,10 @@ packages), the HTTP service, or the tools for env authors (`agentrl.devtools`: `
 
 from agentrl.env.checker import check_env, check_examples, check_tool_specs
 from agentrl.env.core import (
+    INFO_CONTEXT_RESET,
     INFO_INVALID,
     INFO_STATE_KEY,
+    INFO_STATE_TEXT,
     INFO_SUCCESS,
     Env,
     ForkCapability,
@@ -33,8 +35,10 @@ from agentrl.env.state import TextKeyConfig, normalise_text, text_state_key
 from agentrl.env.toolcall import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, render_tool_call
 
 __all__ = [
+    "INFO_CONTEXT_RESET",
     "INFO_INVALID",
     "INFO_STATE_KEY",
+    "INFO_STATE_TEXT",
     "INFO_SUCCESS",
     "TOOL_CALL_CLOSE",
     "TOOL_CALL_OPEN",

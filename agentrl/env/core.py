@@ -36,6 +36,10 @@ INFO_INVALID: Final = "invalid"
 """`info` key: bool, this turn was not a valid action. When absent the runner judges for itself."""
 INFO_STATE_KEY: Final = "state_key"
 """`info` key: hashable key of the env state after reset or step (not of the history), or None."""
+INFO_CONTEXT_RESET: Final = "context_reset"
+"""`info` key: bool, a boundary: what comes next needs none of the turns before (`rollout.context`)."""
+INFO_STATE_TEXT: Final = "state_text"
+"""`info` key: str, what the agent must remember, written after the task of a windowed prompt."""
 
 _Phase = Literal["before_reset", "running", "over"]
 _GUARD_MARK = "__agentrl_guarded__"  # set on the wrapped reset, step and fork, so each is wrapped only once
@@ -113,6 +117,12 @@ class Env(gymnasium.Env[str, Action]):
       in the same state, so a key must recur whenever the episodes of a group reach the same state;
       keying the history makes every group a singleton and step-level credit learns nothing.
       `agentrl.env.text_state_key` and `agentrl.sandbox.state.workspace_state_key` build such keys.
+    - `info["context_reset"]` (optional, `INFO_CONTEXT_RESET`): True on a step after which the episode
+      needs none of the turns before (e.g. the next part of a multi-part task starts): under
+      `rollout.context.policy=window` the next prompt is a fresh window around this step's observation.
+    - `info["state_text"]` (optional, `INFO_STATE_TEXT`): a short text the agent must remember whatever the
+      window drops (e.g. "files changed so far: a.py"); `window` writes the latest one after the task.
+      The other policies ignore both keys (docs/context.md).
 
     Class attributes (an instance may set its own in `__init__`, before `super().__init__()` for `tools`):
     - `tools`: JSON-schema tool specs in the OpenAI function format (`tool_spec`), shown to the model.

@@ -65,18 +65,21 @@ class TrainSample:
         return int(self.loss_mask.sum().item())
 
 
-def episode_to_sample(episode: Episode, step_advantages: Sequence[float], max_length: int) -> TrainSample:
+def episode_to_sample(
+    episode: Episode, step_advantages: Sequence[float], max_length: int, copied: int | None = None
+) -> TrainSample:
     """The episode's `concat` sample, keeping its first `max_length` tokens.
 
     Tokens past `max_length` are cut (and with them the end of the last turns' signal); the runner's context
-    budget normally keeps episodes shorter than that.
+    budget normally keeps episodes shorter than that. `copied`: how many of `episode.turns` are a tree
+    branch's copied prefix (context only); None: `copied_turns(episode)`.
     """
     if len(step_advantages) != len(episode.turns):
         raise ValueError(
             f"episode {episode.episode_id} has {len(episode.turns)} turns "
             f"but {len(step_advantages)} advantages"
         )
-    copied = copied_turns(episode)
+    copied = copied_turns(episode) if copied is None else copied
     columns = [
         _turn_columns(turn, float(advantage), trained=position >= copied)
         for position, (turn, advantage) in enumerate(zip(episode.turns, step_advantages, strict=True))
@@ -96,10 +99,12 @@ def episode_to_sample(episode: Episode, step_advantages: Sequence[float], max_le
 def episode_to_samples(
     episode: Episode, step_advantages: Sequence[float], max_length: int
 ) -> list[TrainSample]:
-    """One sample per token segment (`Turn.segment`): the `concat` sample for an episode the runner played
-    (one segment), and for an external harness that rewrote its history (`agentrl/harness`) one sample per
-    sequence it sent, each turn with its own advantage, each cut at `max_length`. Nothing is re-tokenised:
-    a segment's first turn holds its whole prompt."""
+    """One sample per token segment (`Turn.segment`): the `concat` sample for an episode of one segment
+    (a `full` context), and for a context policy's windows or masks (`rollout.context`) or an external
+    harness that rewrote its history (`agentrl/harness`) one sample per sequence the engine was sent, each
+    turn with its own advantage, each cut at `max_length`. Nothing is re-tokenised: a segment's first turn
+    holds its whole prompt. A tree branch's copied prefix turns stay context only in whichever segment
+    they fall."""
     segments = segment_turns(episode)
     if len(segments) <= 1:
         return [episode_to_sample(episode, step_advantages, max_length)]
@@ -108,11 +113,13 @@ def episode_to_samples(
             f"episode {episode.episode_id} has {len(episode.turns)} turns "
             f"but {len(step_advantages)} advantages"
         )
+    copied = copied_turns(episode)
     return [
         episode_to_sample(
             replace(episode, turns=tuple(episode.turns[p] for p in positions)),
             [step_advantages[p] for p in positions],
             max_length,
+            copied=sum(position < copied for position in positions),
         )
         for positions in segments
     ]
@@ -120,14 +127,17 @@ def episode_to_samples(
 
 def segment_turns(episode: Episode) -> list[tuple[int, ...]]:
     """The positions (in `episode.turns`) of the turns of each sample `episode_to_samples` makes, in its
-    order: all of them for one segment (or none), else each segment's, by segment number."""
+    order: all of them for one segment (or none), else each segment's, by segment number, leaving out a
+    segment that holds only a tree branch's copied prefix turns (it would train nothing)."""
     segments = sorted({turn.segment for turn in episode.turns})
     if len(segments) <= 1:
         return [tuple(range(len(episode.turns)))]
-    return [
+    copied = copied_turns(episode)
+    found = (
         tuple(position for position, turn in enumerate(episode.turns) if turn.segment == segment)
         for segment in segments
-    ]
+    )
+    return [positions for positions in found if positions[-1] >= copied]
 
 
 def completion_spans(turns: Sequence[Turn]) -> list[tuple[int, int]]:

@@ -23,6 +23,10 @@ observation `REPEAT_ENDS_PART` (or the next part's question). The calc-chain fai
 model spending a part's budget on one broken call repeated word for word; this makes the first repeat cost
 the part at once.
 
+Context boundaries: the step that shows the next part's question sets `info["context_reset"] = True`: a
+part needs nothing from the turns of the parts before it, so `rollout.context.policy=window` starts a fresh
+window there (docs/context.md). No `state_text`: nothing of an earlier part must be remembered.
+
 Fork: "sandbox": the episode's state is copied, and once python has run, the sandbox is forked (a copy of
 its /work in a sandbox of the pool, `DockerSandbox.fork`), so a snippet that reads a file an earlier one
 wrote reads the same in the fork.
@@ -35,7 +39,15 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
-from agentrl.env import Env, StepResult, copy_env, render_tool_call, text_state_key, tool_spec
+from agentrl.env import (
+    INFO_CONTEXT_RESET,
+    Env,
+    StepResult,
+    copy_env,
+    render_tool_call,
+    text_state_key,
+    tool_spec,
+)
 from agentrl.errors import EnvError
 from agentrl.sandbox.base import ExecResult
 from agentrl.sandbox.docker import DockerSandbox
@@ -293,7 +305,8 @@ class CalcEnv(Env):
             self._correct.append(False)  # the part's budget ran out without a submit
         episode_over = part_over and part + 1 == self.parts
         observation, terminated = outcome.observation, outcome.terminated and episode_over
-        if part_over and not episode_over:
+        next_part = part_over and not episode_over
+        if next_part:
             self._part, self._steps, self._last_call = part + 1, 0, None
             observation = part_observation(self._questions[part + 1], part + 1, self.parts)
         info = {
@@ -302,6 +315,10 @@ class CalcEnv(Env):
             "invalid": False,
             **outcome.info,
         }
+        if next_part:
+            info[INFO_CONTEXT_RESET] = (
+                True  # the next part needs nothing of this one's turns (rollout.context)
+            )
         if self.parts > 1:
             info.pop("success", None)
             info.update(part=part, part_correct=outcome.info.get("success"))
