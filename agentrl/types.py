@@ -76,6 +76,11 @@ class ForkedSession:
     turn_index: int
 
 
+SUMMARY_INFO = "context_summary"
+"""`Turn.info` key the runner sets on a summary turn (`rollout.context.policy=summary`): the policy wrote a
+summary of the episode so far; the env was not stepped."""
+
+
 @dataclass(frozen=True)
 class Turn:
     """One assistant turn and the env's answer to it.
@@ -119,6 +124,12 @@ class Turn:
     @property
     def num_tokens(self) -> int:
         return len(self.prompt_ids) + len(self.completion_ids)
+
+    @property
+    def is_summary(self) -> bool:
+        """A summary turn (`SUMMARY_INFO`): sampled and trained like any turn, but no env step; its
+        `state_key` is the state it was written in, its reward 0 and its observation empty."""
+        return bool(self.info.get(SUMMARY_INFO, False))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,9 @@ Policies (`ContextConfig`, docs/context.md):
             written after the task in the head.
     mask    head + every turn, the observations of all but the last `keep_turns` turns replaced by
             `stub_text`; a boundary's observation (the next task) is never masked.
+    summary head + every turn until the next prompt would pass `summary_at_tokens` (`wants_summary`); then
+            the runner has the policy write a summary turn, and the head becomes a first prompt around the
+            task, the summary and the last tool result (`summarised`, `summary_observation`).
 
 What this is not: the episode loop (`rollout.py`) or the chat template's rendering (`prompting.py`).
 """
@@ -46,6 +49,11 @@ class Renderer(Protocol):
         next assistant header."""
         ...
 
+    def request(self, observation: str, instruction: str, completion_ended: bool) -> list[int]:
+        """The ids appended after a completion: its end of turn (unless sampled), the observation, then
+        `instruction` as a user message and the next assistant header."""
+        ...
+
 
 @dataclass(frozen=True)
 class Block:
@@ -67,6 +75,9 @@ class ContextState:
     task_turn:  None when `task` is the episode's first observation, else the turn whose observation it is
     state_text: the env's latest `info["state_text"]` (window only: written after the task in the head)
     blocks:     the turns since the head, in order
+    observation: the latest observation, and `ended`, whether the latest completion sampled its end of
+                turn (summary: what the summary request shows and the next head repeats)
+    summary_turn: summary: the turn that wrote the summary in the head, None before the first
     """
 
     head: tuple[int, ...]
@@ -74,6 +85,9 @@ class ContextState:
     task_turn: int | None = None
     state_text: str | None = None
     blocks: tuple[Block, ...] = ()
+    observation: str = ""
+    ended: bool = True
+    summary_turn: int | None = None
 
 
 def start_state(first_prompt: Sequence[int], observation: str) -> ContextState:
@@ -84,6 +98,14 @@ def start_state(first_prompt: Sequence[int], observation: str) -> ContextState:
 def stub_text(observation: str) -> str:
     """What a masked observation becomes: one line that says how much was dropped."""
     return f"[output of an earlier call omitted: {len(observation)} characters]"
+
+
+def summary_observation(task: str, summary: str, last_observation: str) -> str:
+    """What the head after a summary is rendered around: the task, the policy's summary, the last result."""
+    return (
+        f"{task}\n\nYour summary of the work so far:\n{summary.strip()}\n\n"
+        f"The last tool result:\n{last_observation}"
+    )
 
 
 def head_observation(task: str, state_text: str | None) -> str:
@@ -113,10 +135,37 @@ def advance(
     masks = config.policy == "mask" and not boundary
     stub = tuple(renderer.delta(stub_text(observation), completion_ended)) if masks else None
     blocks = (*state.blocks, Block(turn, tuple(completion), delta, stub))
+    state = replace(state, blocks=blocks, observation=observation, ended=completion_ended)
     if config.policy == "window" and state_text != state.state_text:
         head = tuple(renderer.first(head_observation(state.task, state_text)))
-        return replace(state, head=head, state_text=state_text, blocks=blocks)
-    return replace(state, blocks=blocks)
+        return replace(state, head=head, state_text=state_text)
+    return state
+
+
+def wants_summary(
+    state: ContextState, config: ContextConfig, prompt_tokens: int, max_new_tokens: int
+) -> bool:
+    """Summary: whether the next turn (its `prompt_tokens` plus `max_new_tokens`) would pass
+    `summary_at_tokens` with a turn since the head to summarise (never twice in a row: a head that is itself
+    too long is left to the context budget)."""
+    return (
+        config.policy == "summary"
+        and bool(state.blocks)
+        and prompt_tokens + max_new_tokens > config.summary_at_tokens
+    )
+
+
+def summary_request(state: ContextState, config: ContextConfig, renderer: Renderer) -> list[int]:
+    """The ids to append to the current segment to ask for a summary: the latest observation, then the
+    instruction as a user message."""
+    return renderer.request(state.observation, config.summary_instruction, state.ended)
+
+
+def summarised(state: ContextState, renderer: Renderer, summary: str, turn: int) -> ContextState:
+    """The state after turn `turn` wrote `summary`: a head around the task, the summary and the last tool
+    result, and no turns since."""
+    head = renderer.first(summary_observation(state.task, summary, state.observation))
+    return replace(state, head=tuple(head), blocks=(), summary_turn=turn)
 
 
 def next_prompt(state: ContextState, config: ContextConfig) -> tuple[list[int], dict[str, Any]]:
@@ -143,6 +192,8 @@ def next_prompt(state: ContextState, config: ContextConfig) -> tuple[list[int], 
     }
     if state.state_text:
         view["state_text"] = state.state_text
+    if config.policy == "summary":
+        view["summary_turn"] = state.summary_turn
     return ids, view
 
 

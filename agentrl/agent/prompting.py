@@ -97,6 +97,12 @@ class EpisodeRenderer:
     def delta(self, observation: str, completion_ended: bool) -> list[int]:
         return render_observation_delta(self.tokenizer, observation, completion_ended)
 
+    def request(self, observation: str, instruction: str, completion_ended: bool) -> list[int]:
+        """The ids appended after a completion to show its observation, then ask `instruction` as the
+        user (a summary request, `agentrl.agent.context`)."""
+        messages = [_tool_message(observation, True), {"role": "user", "content": instruction}]
+        return _encode(self.tokenizer, messages_delta_text(self.tokenizer, messages, completion_ended))
+
 
 def render_observation_delta(
     tokenizer: PreTrainedTokenizerBase, observation: str, completion_ended: bool
@@ -108,18 +114,27 @@ def render_observation_delta(
 def observation_delta_text(
     tokenizer: PreTrainedTokenizerBase, observation: str, completion_ended: bool
 ) -> str:
+    return messages_delta_text(tokenizer, [_tool_message(observation, True)], completion_ended)
+
+
+def messages_delta_text(
+    tokenizer: PreTrainedTokenizerBase, messages: Sequence[ChatMessage], completion_ended: bool
+) -> str:
+    """The text to append after a completion so that `messages` follow it, then the next assistant header:
+    the template's end of turn (unless the completion sampled it), the messages as the template renders
+    them after an assistant message, the header."""
     native = supports_tools(tokenizer)
     tools = [_PROBE_TOOL] if native else None
     history: list[ChatMessage] = [{"role": "user", "content": _PROBE_USER}]
     reply = {"role": "assistant", "content": _PROBE_REPLY}
     closing = _closing_text(tokenizer, history, reply, tools)
     with_reply = _render(tokenizer, [*history, reply], tools, False)
-    with_observation = _render(tokenizer, [*history, reply, _tool_message(observation, native)], tools, True)
-    if not with_observation.startswith(with_reply):
+    with_messages = _render(tokenizer, [*history, reply, *messages], tools, True)
+    if not with_messages.startswith(with_reply):
         raise ModelError(_NOT_APPEND_ONLY)
     if completion_ended:
         closing = closing.removeprefix(end_of_turn_text(tokenizer))
-    return closing + with_observation[len(with_reply) :]
+    return closing + with_messages[len(with_reply) :]
 
 
 def end_of_turn_text(tokenizer: PreTrainedTokenizerBase) -> str:

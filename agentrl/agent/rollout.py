@@ -40,7 +40,16 @@ from typing import Any, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agentrl.agent.context import ContextState, advance, continues, next_prompt, start_state
+from agentrl.agent.context import (
+    ContextState,
+    advance,
+    continues,
+    next_prompt,
+    start_state,
+    summarised,
+    summary_request,
+    wants_summary,
+)
 from agentrl.agent.engines.base import Completion, Engine, SamplingParams
 from agentrl.agent.parsing import parse_turn
 from agentrl.agent.prompting import EpisodeRenderer, render_observation_delta
@@ -53,7 +62,7 @@ from agentrl.agent.session import (
     build_episode,
     refuse_harness,
 )
-from agentrl.types import Action, Episode, SessionStart, StopReason, Turn
+from agentrl.types import SUMMARY_INFO, Action, Episode, SessionStart, StopReason, Turn
 
 T = TypeVar("T")
 
@@ -104,14 +113,9 @@ def first_walk(engine: Engine, start: SessionStart, config: RolloutConfig) -> Wa
     pending = renderer.first(start.observation)
     if config.context.policy == "full":
         return Walk(start.session_id, pending)
-    view: dict[str, Any] = {"policy": config.context.policy, "task_turn": None, "shown": [], "masked": []}
-    return Walk(
-        start.session_id,
-        pending,
-        window=start_state(pending, start.observation),
-        renderer=renderer,
-        view=view,
-    )
+    window = start_state(pending, start.observation)
+    view = next_prompt(window, config.context)[1]
+    return Walk(start.session_id, pending, window=window, renderer=renderer, view=view)
 
 
 async def run_episode(
@@ -155,9 +159,14 @@ async def play_turns(
     config: RolloutConfig,
     sampler_seed: int | None,
 ) -> None:
-    """Take turns until `walk` has `until` turns or has stopped."""
-    while walk.stop_reason is None and len(walk.turns) < until:
+    """Take turns until `walk` has played `until` env turns (`played_turns`) or has stopped."""
+    while walk.stop_reason is None and played_turns(walk) < until:
         await take_turn(client, engine, walk, sampling, config, sampler_seed)
+
+
+def played_turns(walk: Walk) -> int:
+    """The turns of `walk` the env played: all but summary turns (`Turn.is_summary`)."""
+    return sum(not turn.is_summary for turn in walk.turns)
 
 
 async def take_turn(
@@ -170,7 +179,14 @@ async def take_turn(
 ) -> None:
     """One assistant turn of `walk` (its index is the number of turns so far); sets `walk.stop_reason` when
     the episode ends. An infrastructure failure propagates (the caller's session keeps it as data)."""
-    # 3. stop before a turn that might not fit the context budget
+    # 3. under the summary policy, a summary turn first when the prompt grew past `summary_at_tokens`;
+    # then stop before a turn that might not fit the context budget
+    if walk.window is not None and wants_summary(
+        walk.window, config.context, len(walk.context) + len(walk.pending), sampling.max_new_tokens
+    ):
+        await write_summary(engine, walk, sampling, config, sampler_seed)
+        if walk.stop_reason is not None:
+            return
     if not fits_next_turn(walk, sampling, config):
         walk.stop_reason = "max_tokens"
         return
@@ -232,7 +248,7 @@ async def play_sampled(
     # 6. stop when the env says so or the turn budget is spent, else the observation is the next prompt
     if result.terminated or result.truncated:
         walk.stop_reason = "terminated" if result.terminated else "truncated"
-    elif index + 1 >= config.max_turns:
+    elif played_turns(walk) >= config.max_turns:
         walk.stop_reason = "max_turns"
     elif walk.window is None:
         walk.pending = render_observation_delta(engine.tokenizer, result.observation, completion.ended_turn)
@@ -259,6 +275,49 @@ def next_context(
         walk.segment += 1
         walk.context, walk.pending = [], prompt
     walk.view = view
+
+
+async def write_summary(
+    engine: Engine, walk: Walk, sampling: SamplingParams, config: RolloutConfig, sampler_seed: int | None
+) -> None:
+    """The summary policy's turn: the latest observation and the summary instruction appended to the
+    segment, the summary sampled (at most `summary_max_tokens`) and recorded as a turn the env never sees
+    (`Turn.is_summary`: reward 0, the state it was written in), then a new segment whose head holds the
+    task, the summary and the latest observation (`agentrl.agent.context.summarised`). Stops the walk with
+    `max_tokens` when even the request cannot fit."""
+    assert walk.window is not None and walk.renderer is not None
+    context = config.context
+    request = summary_request(walk.window, context, walk.renderer)
+    if len(walk.context) + len(request) + context.summary_max_tokens > config.max_context_tokens:
+        walk.stop_reason = "max_tokens"
+        return
+    index = len(walk.turns)
+    params = replace(sampling, max_new_tokens=context.summary_max_tokens)
+    if sampler_seed is not None:
+        params = replace(params, seed=derive_seed(sampler_seed, index))
+    completion = await engine.generate([*walk.context, *request], params)
+    walk.turns.append(
+        Turn(
+            index=index,
+            prompt_ids=tuple(request),
+            completion_ids=completion.token_ids,
+            completion_logprobs=completion.logprobs,
+            text=completion.text,
+            action=Action(text=completion.text),
+            observation="",
+            reward=0.0,
+            invalid=False,
+            state_key=walk.turns[-1].state_key,
+            info={SUMMARY_INFO: True},
+            finish_reason=completion.finish_reason,
+            segment=walk.segment,
+            prompt_view=walk.view,
+        )
+    )
+    walk.window = summarised(walk.window, walk.renderer, completion.text, index)
+    prompt, walk.view = next_prompt(walk.window, context)
+    walk.segment += 1
+    walk.context, walk.pending = [], prompt
 
 
 def walk_episode(

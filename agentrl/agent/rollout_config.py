@@ -164,40 +164,58 @@ class TreeConfig:
         return width
 
 
-CONTEXT_POLICIES = ("full", "window", "mask")
+CONTEXT_POLICIES = ("full", "window", "mask", "summary")
+SUMMARY_INSTRUCTION = (
+    "Your context is about to be cleared. Write a short summary of your work on the task so far: what you "
+    "found, what you changed, what failed, and what to do next. Write no tool call."
+)
 
 
 @dataclass(frozen=True)
 class ContextConfig:
     """What each turn's prompt holds (`rollout.context.*`, `agentrl/agent/context.py`, docs/context.md).
 
-    policy:       "full" (the default): one growing chat, each turn appended to the last; "window": the
-                  first prompt (system message, few-shot examples, the task) and the last `keep_turns`
-                  (assistant turn, observation) pairs, a fresh window at each env boundary
-                  (`info["context_reset"]`) and the env's latest `info["state_text"]` after the task;
-                  "mask": every turn, but the tool outputs of all but the last `keep_turns` turns replaced
-                  by a one-line stub that says how many characters it dropped (a boundary's observation,
-                  the next task, is never masked). A prompt that is not the previous one plus the new turn
-                  starts a new token segment, trained as its own sample
-    keep_turns:   "window" and "mask": the (assistant turn, observation) pairs shown whole (>= 1)
-    resets:       "window": start a fresh window at an env boundary (`info["context_reset"]`); off, the
-                  window slides across boundaries
+    policy:              "full" (the default): one growing chat, each turn appended to the last; "window":
+                         the first prompt (system message, few-shot examples, the task) and the last
+                         `keep_turns` (assistant turn, observation) pairs, a fresh window at each env
+                         boundary (`info["context_reset"]`) and the env's latest `info["state_text"]` after
+                         the task; "mask": every turn, but the tool outputs of all but the last `keep_turns`
+                         turns replaced by a one-line stub that says how many characters it dropped (a
+                         boundary's observation, the next task, is never masked); "summary": one growing
+                         chat until the next prompt would pass `summary_at_tokens`, then the policy writes a
+                         summary (a sampled turn of its own, trained with the episode's credit) and the next
+                         prompt is the first prompt around the task, that summary and the last tool result.
+                         A prompt that is not the previous one plus the new turn starts a new token segment,
+                         trained as its own sample
+    keep_turns:          "window" and "mask": the (assistant turn, observation) pairs shown whole (>= 1)
+    resets:              "window": start a fresh window at an env boundary (`info["context_reset"]`); off,
+                         the window slides across boundaries
+    summary_at_tokens:   "summary": summarise when the next turn's prompt plus `sampling.max_new_tokens`
+                         would pass this many tokens; below `rollout.max_context_tokens`
+    summary_max_tokens:  "summary": the longest summary sampled, in tokens
+    summary_instruction: "summary": the user message that asks for the summary
     """
 
     policy: str = "full"
     keep_turns: int = 4
     resets: bool = True
+    summary_at_tokens: int = 1536
+    summary_max_tokens: int = 192
+    summary_instruction: str = SUMMARY_INSTRUCTION
 
     def __post_init__(self) -> None:
         if self.policy not in CONTEXT_POLICIES:
-            hint = " (model-written summaries are not built yet)" if self.policy == "summary" else ""
             raise ValueError(
-                f"rollout.context.policy={self.policy!r} is unknown{hint}; use one of "
-                f"{', '.join(CONTEXT_POLICIES)}"
+                f"rollout.context.policy={self.policy!r} is unknown; use one of {', '.join(CONTEXT_POLICIES)}"
             )
         if self.keep_turns < 1:
             raise ValueError(
                 f"rollout.context.keep_turns must be >= 1 (the turns shown whole), got {self.keep_turns}"
+            )
+        if self.summary_at_tokens < 1 or self.summary_max_tokens < 1 or not self.summary_instruction.strip():
+            raise ValueError(
+                "rollout.context.summary_at_tokens and summary_max_tokens must be >= 1 and "
+                "summary_instruction not empty"
             )
 
 
@@ -236,6 +254,18 @@ class RolloutConfig:
     context: ContextConfig = field(default_factory=ContextConfig)
 
     def __post_init__(self) -> None:
+        context = self.context
+        if context.policy == "summary" and context.summary_at_tokens >= self.max_context_tokens:
+            raise ValueError(
+                f"rollout.context.summary_at_tokens ({context.summary_at_tokens}) must be below "
+                f"rollout.max_context_tokens ({self.max_context_tokens}): the summary is written before the "
+                "context runs out; lower summary_at_tokens (e.g. to 3/4 of max_context_tokens)"
+            )
+        if context.policy == "summary" and self.tree.enabled:
+            raise ValueError(
+                "rollout.tree with rollout.context.policy=summary is not supported yet (a summary turn is no "
+                "env step, which tree branch points and replays count); use window or mask with trees"
+            )
         if self.context.policy != "full" and self.harness.enabled:
             raise ValueError(
                 f"rollout.context.policy={self.context.policy} with rollout.harness: a harness builds its "

@@ -17,15 +17,21 @@ import pytest
 import torch
 from tiny_tokenizers import byte_tokenizer
 
-from agentrl.agent.context import stub_text
+from agentrl.agent.context import stub_text, summary_observation
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.parsing import format_tool_call
 from agentrl.agent.prompting import render_first_prompt
 from agentrl.agent.rollout import Walk, first_walk, run_episode
-from agentrl.agent.rollout_config import ContextConfig, HarnessConfig, RolloutConfig
+from agentrl.agent.rollout_config import (
+    SUMMARY_INSTRUCTION,
+    ContextConfig,
+    HarnessConfig,
+    RolloutConfig,
+    TreeConfig,
+)
 from agentrl.env.core import StepResult, tool_spec
 from agentrl.errors import ConfigError
-from agentrl.trainer.samples import episode_to_samples, segment_turns
+from agentrl.trainer.samples import env_steps_of, episode_to_samples, segment_turns
 from agentrl.typed import build
 from agentrl.types import Action, Episode, SessionStart, ToolCall
 
@@ -49,7 +55,10 @@ class ScriptedEngine:
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Completion:
         self.prompts.append(list(prompt_ids))
-        text = self.replies.pop(0) if self.replies else add(1)
+        if SUMMARY_INSTRUCTION in TOKENIZER.decode(list(prompt_ids[-300:])):
+            text = f"Summary {len(self.prompts)}: I added numbers."
+        else:
+            text = self.replies.pop(0) if self.replies else add(1)
         ids = TOKENIZER.encode(text, add_special_tokens=False) + [IM_END]
         return Completion(tuple(ids), tuple(-0.5 for _ in ids), text, "stop", True)
 
@@ -88,9 +97,11 @@ class PartsClient:
         pass
 
 
-def play(config: ContextConfig, client: PartsClient, replies: int = 8) -> tuple[Episode, ScriptedEngine]:
+def play(
+    config: ContextConfig, client: PartsClient, replies: int = 8, max_turns: int = 20
+) -> tuple[Episode, ScriptedEngine]:
     engine = ScriptedEngine([add(n) for n in range(1, replies + 1)])
-    rollout = RolloutConfig(max_turns=20, max_context_tokens=100_000, context=config)
+    rollout = RolloutConfig(max_turns=max_turns, max_context_tokens=100_000, context=config)
     episode = asyncio.run(
         run_episode(client, engine, "test/Parts-v0", {"id": "t"}, 0, "g", SAMPLING, rollout)
     )
@@ -217,21 +228,57 @@ def test_a_branch_keeps_its_context_pieces_and_segment() -> None:
     assert branch.pending == walk.pending and branch.pending is not walk.pending
 
 
+def test_summary_writes_a_turn_then_starts_from_the_task_the_summary_and_the_last_result() -> None:
+    first = render_first_prompt(TOKENIZER, TOOLS, [], "Part 1: reach 9.")
+    at = len(first) + 2 * 40 + SAMPLING.max_new_tokens  # about two turns past the first prompt
+    config = ContextConfig(policy="summary", summary_at_tokens=at, summary_max_tokens=24)
+    client = PartsClient(steps=5)
+    episode, engine = play(config, client, max_turns=5)
+    assert engine_inputs_from_turns(episode) == engine.prompts
+    summaries = [turn for turn in episode.turns if turn.is_summary]
+    assert summaries, "the prompt passed summary_at_tokens: a summary turn was due"
+    played = [turn for turn in episode.turns if not turn.is_summary]
+    assert len(played) == client.taken == 5 and episode.stop_reason == "terminated"
+    assert env_steps_of([episode]) == 5  # a summary turn is no env step
+    first_summary = summaries[0]
+    before = episode.turns[first_summary.index - 1]
+    assert first_summary.reward == 0.0 and first_summary.observation == "" and not first_summary.invalid
+    assert first_summary.state_key == before.state_key  # written in the state the last step left
+    assert SUMMARY_INSTRUCTION in TOKENIZER.decode(engine.prompts[first_summary.index])
+    after = episode.turns[first_summary.index + 1]
+    assert after.segment == first_summary.segment + 1
+    expected = summary_observation("Part 1: reach 9.", first_summary.text, before.observation)
+    assert engine.prompts[after.index] == render_first_prompt(TOKENIZER, TOOLS, [], expected)
+    assert after.prompt_view is not None and after.prompt_view["summary_turn"] == first_summary.index
+    # the summary turn trains in the segment that asked for it, with its own advantage
+    advantages = [float(turn.index) for turn in episode.turns]
+    samples = episode_to_samples(episode, advantages, 100_000)
+    positions = segment_turns(episode)
+    holding = next(i for i, p in enumerate(positions) if first_summary.index in p)
+    assert float(first_summary.index) in samples[holding].advantages.tolist()
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
         ({"context": {"policy": "last_k"}}, "rollout.context.policy='last_k' is unknown"),
-        ({"context": {"policy": "summary"}}, "summaries are not built yet"),
         ({"context": {"policy": "window", "keep_turns": 0}}, "keep_turns must be >= 1"),
         ({"context": {"keep": 2}}, "unknown key(s) ['keep']"),
+        (
+            {"max_context_tokens": 2048, "context": {"policy": "summary", "summary_at_tokens": 2048}},
+            "summary_at_tokens (2048) must be below rollout.max_context_tokens (2048)",
+        ),
+        ({"context": {"policy": "summary", "summary_max_tokens": 0}}, "summary_max_tokens must be >= 1"),
     ],
 )
 def test_context_config_errors_name_the_fix(data: dict[str, Any], message: str) -> None:
-    with pytest.raises(ConfigError, match=None) as caught:
+    with pytest.raises(ConfigError) as caught:
         build(RolloutConfig, data, "rollout")
     assert message in str(caught.value)
 
 
-def test_a_harness_builds_its_own_prompts() -> None:
+def test_a_harness_builds_its_own_prompts_and_trees_do_not_take_summaries() -> None:
     with pytest.raises(ValueError, match="set rollout.context.policy=full"):
         RolloutConfig(context=ContextConfig(policy="mask"), harness=HarnessConfig(target="m:f"))
+    with pytest.raises(ValueError, match="use window or mask with trees"):
+        RolloutConfig(context=ContextConfig(policy="summary"), tree=TreeConfig(enabled=True))
