@@ -23,6 +23,7 @@ from agentrl.trainer.samples import (
     collate,
     collate_shared,
     episode_to_sample,
+    episode_to_samples,
     plan_packs,
     shared_length,
     trains_prefix,
@@ -447,3 +448,29 @@ def test_later_mini_batches_keep_no_trainer_log_probs() -> None:
     assert all(kept is None for kept in result.logprobs[first:])
     for kept, plain in zip(result.logprobs[:first], expected[:first], strict=True):
         assert kept is not None and torch.allclose(kept, plain, atol=1e-5)
+
+
+def windowed_samples(group: str, seed: int) -> list[TrainSample]:
+    """A group of three episodes as a context window plays them (`rollout.context`): turns 0-1 one segment,
+    then each later turn a segment of its own whose whole prompt starts with the group's first prompt."""
+    prompt = torch.randint(1, VOCAB, (FIRST_PROMPT,), generator=torch.Generator().manual_seed(seed)).tolist()
+    out = []
+    for member in range(3):
+        played = episode(group, prompt, member, 4)
+        turns = list(played.turns)
+        for index in (2, 3):  # a new segment: the first prompt, then the window's shown turns, re-sent
+            shown = (*turns[index - 1].completion_ids, *turns[index].prompt_ids)
+            turns[index] = dataclasses.replace(turns[index], prompt_ids=(*prompt, *shown), segment=index - 1)
+        windowed = dataclasses.replace(played, turns=tuple(turns))
+        out.extend(episode_to_samples(windowed, [0.5 - member, 1.0, -0.25 * member, 0.75], 500))
+    return out
+
+
+def test_segments_of_a_context_window_share_the_first_prompt_and_update_as_unshared() -> None:
+    samples = windowed_samples("a", seed=1) + windowed_samples("bb", seed=2)
+    assert len(samples) == 18  # 2 groups x 3 episodes x 3 segments
+    update = UpdateConfig(micro_batch_size=3, min_shared_tokens=8)
+    packs = local_packs(samples, update, SINGLE_PROCESS)
+    assert any(pack.shared == FIRST_PROMPT - 1 and len(pack.indices) > 1 for pack in packs)
+    plain = run(samples, dataclasses.replace(update, shared_prefix=False))
+    assert_equal_updates(run(samples, update), plain)
