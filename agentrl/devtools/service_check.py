@@ -6,11 +6,12 @@ this process, so the sandboxes it starts are this process's and can be counted) 
 each turn's text parsed by the runner's own parser. Episodes are played in groups on the same task and
 seed, as training plays them. It measures what a plugin author can act on (`Finding`s, each "ok", "warn" or
 "FAIL"): sessions that error or stay open, state keys missing, None, or never recurring across a group,
-invalid turns and whether the env flags them, observation sizes, step latency p50/p99 (and a non-blocking
-env slow enough to stall the service's event loop), episodes the env never ends, a scripted policy that
-never succeeds, and sandbox containers started and left behind. A task the env refuses at reset is the task's
-fault, not the env's: it is reported once, on the "tasks" line (the task's file and line, the env's message),
-and its episodes are left out of every other finding. `format_report` prints it; the exit code
+invalid turns and whether the env flags them, steps whose optional context keys are malformed (and how many
+steps set `info["context_reset"]`, when any does), observation sizes, step latency p50/p99 (and a
+non-blocking env slow enough to stall the service's event loop), episodes the env never ends, a scripted
+policy that never succeeds, and sandbox containers started and left behind. A task the env refuses at reset
+is the task's fault, not the env's: it is reported once, on the "tasks" line (the task's file and line, the
+env's message), and its episodes are left out of every other finding. `format_report` prints it; the exit code
 (`CheckReport.exit_code`) is for CI.
 
 The policies are `ScriptedPolicy`s (`agentrl.env.scripted`, the contract `agentrl demos` plays too), each
@@ -38,12 +39,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agentrl.env.checker import check_env
-from agentrl.env.core import INFO_INVALID, INFO_STATE_KEY, INFO_SUCCESS
+from agentrl.env.checker import check_context_info, check_env
+from agentrl.env.core import INFO_CONTEXT_RESET, INFO_INVALID, INFO_STATE_KEY, INFO_SUCCESS
 from agentrl.env.registration import make, tools_of
 from agentrl.env.scripted import ScriptedPolicy, ScriptedTurn, ScriptedTurns
 from agentrl.env.toolcall import render_tool_call
-from agentrl.errors import AgentRLError, ConfigError, InvalidTask, SandboxUnavailable, ServiceUnavailable
+from agentrl.errors import (
+    AgentRLError,
+    ConfigError,
+    EnvError,
+    InvalidTask,
+    SandboxUnavailable,
+    ServiceUnavailable,
+)
 
 Status = Literal["ok", "warn", "FAIL"]
 
@@ -101,6 +109,8 @@ class EpisodeTrace:
     plain_turns: int = 0  # turns sent without a parseable tool call
     plain_flagged: int = 0  # of those, how many the env flagged info["invalid"] = True
     plain_unflagged: int = 0  # of those, how many it said were valid (info["invalid"] = False)
+    context_resets: int = 0  # steps that set info["context_reset"] = True
+    context_errors: list[str] = field(default_factory=list)  # malformed context_reset / state_text, per step
     ended: bool = False
     success: bool = False
     episode_return: float = 0.0
@@ -156,6 +166,7 @@ def check_service_env(
     findings += episode_findings(traces, open_sessions, scripted=policy is not None)
     findings.append(fork)
     findings += state_key_findings(played)
+    findings += context_findings(played)
     findings += size_and_latency_findings(played, blocking, config)
     findings.append(container_finding(before, seen, config.teardown_s))
     return CheckReport(env_id, header or env_id, findings)
@@ -390,6 +401,11 @@ def _record(trace: EpisodeTrace, action: Any, result: Any) -> None:
         trace.keys_missing += 1
     trace.observation_chars.append(len(result.observation))
     trace.episode_return += float(result.reward)
+    try:
+        check_context_info(info, f"step {len(trace.latencies_s)}")
+    except EnvError as exc:
+        trace.context_errors.append(str(exc))
+    trace.context_resets += info.get(INFO_CONTEXT_RESET) is True
     if not action.tool_calls:
         trace.plain_turns += 1
         trace.plain_flagged += info.get(INFO_INVALID) is True
@@ -558,6 +574,31 @@ def state_key_findings(traces: Sequence[EpisodeTrace]) -> list[Finding]:
             "state keys",
             f"present after every reset and step; {rate:.0%} of steps reach a state another episode of "
             "their group reached",
+        )
+    ]
+
+
+def context_findings(traces: Sequence[EpisodeTrace]) -> list[Finding]:
+    """Steps whose `info["context_reset"]` is not a bool or whose `info["state_text"]` is not a short str
+    (FAIL, with the first); else, only when some step set it, how many steps set `info["context_reset"]`."""
+    errors = [error for trace in traces for error in trace.context_errors]
+    if errors:
+        return [
+            Finding(
+                "FAIL",
+                "context boundaries",
+                f"{len(errors)} steps with a malformed optional context key (first: {errors[0]})",
+            )
+        ]
+    resets = sum(trace.context_resets for trace in traces)
+    if not resets:
+        return []
+    return [
+        Finding(
+            "ok",
+            "context boundaries",
+            f'{resets} steps set info["context_reset"] (rollout.context.policy=window starts a fresh window '
+            "after each)",
         )
     ]
 

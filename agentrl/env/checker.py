@@ -3,9 +3,11 @@
 What this is: the one function every env plugin's tests call. On top of
 `gymnasium.utils.env_checker.check_env` it checks that the tool specs are valid OpenAI function specs,
 that `examples` are chat messages, that `info["state_key"]` is hashable or None after reset and after a step,
-that the same seed and task give the same first observation, and, when the env claims a fork capability,
-that a fork taken mid-episode steps exactly like the original from the same action (an env that claims
-"none" must refuse with `ForkUnsupported`).
+that the optional context keys of a step's info are well-formed when present (`info["context_reset"]` a
+bool, `info["state_text"]` a short str; `check_context_info`, which `agentrl envs check` also runs on every
+step it plays), that the same seed and task give the same first observation, and, when the env claims a
+fork capability, that a fork taken mid-episode steps exactly like the original from the same action (an env
+that claims "none" must refuse with `ForkUnsupported`).
 
 What this is not: a runtime guard. The service and runner never call it; it costs several resets.
 """
@@ -18,12 +20,13 @@ from typing import Any
 
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
-from agentrl.env.core import INFO_STATE_KEY, Env
+from agentrl.env.core import INFO_CONTEXT_RESET, INFO_STATE_KEY, INFO_STATE_TEXT, Env
 from agentrl.errors import EnvError, ForkUnsupported
 from agentrl.types import Action
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
+STATE_TEXT_MAX_CHARS = 2000  # info["state_text"] is written into every window's head: a line, not a log
 
 
 def check_env(
@@ -44,7 +47,7 @@ def check_env(
     check_tool_specs(env.tools)
     check_examples(env.examples)
     _check_first_observation(env, seed, options)
-    _check_step_state_key(env, seed, options)
+    _check_step_info(env, seed, options)
     check_fork(env, seed=seed, options=options, actions=actions or (Action(text=""), Action(text="")))
 
 
@@ -119,12 +122,36 @@ def _check_first_observation(env: Env, seed: int, options: Mapping[str, Any] | N
         )
 
 
-def _check_step_state_key(env: Env, seed: int, options: Mapping[str, Any] | None) -> None:
+def check_context_info(info: Mapping[str, Any], where: str = "step") -> None:
+    """Raise `EnvError` unless the optional context keys of a step's `info` are well-formed when present:
+    `info["context_reset"]` a bool, `info["state_text"]` a str (or None) of at most `STATE_TEXT_MAX_CHARS`."""
+    if INFO_CONTEXT_RESET in info and not isinstance(info[INFO_CONTEXT_RESET], bool):
+        kind = type(info[INFO_CONTEXT_RESET]).__name__
+        raise EnvError(
+            f"{where}: info[{INFO_CONTEXT_RESET!r}] must be a bool, got {kind}; set True on a step after "
+            "which the episode needs none of the earlier turns, else False or leave it out"
+        )
+    text = info.get(INFO_STATE_TEXT)
+    if text is not None and not isinstance(text, str):
+        raise EnvError(
+            f"{where}: info[{INFO_STATE_TEXT!r}] must be a str, got {type(text).__name__}; write what the "
+            "agent must remember as a short text, or leave it out"
+        )
+    if text is not None and len(text) > STATE_TEXT_MAX_CHARS:
+        raise EnvError(
+            f"{where}: info[{INFO_STATE_TEXT!r}] is a str of {len(text)} chars, more than "
+            f"{STATE_TEXT_MAX_CHARS}; it is written into every window's head: keep only what the agent must "
+            "remember"
+        )
+
+
+def _check_step_info(env: Env, seed: int, options: Mapping[str, Any] | None) -> None:
     env.reset(seed=seed, options=dict(options) if options else None)
     result = env.step(Action(text=""))
     if len(result) != 5:
         raise EnvError("step must return a StepResult (observation, reward, terminated, truncated, info)")
     _check_state_key(result[4], "step")
+    check_context_info(result[4], "step")
 
 
 def check_fork(
