@@ -122,7 +122,7 @@ class Env(gymnasium.Env[str, Action]):
       `rollout.context.policy=window` the next prompt is a fresh window around this step's observation.
     - `info["state_text"]` (optional, `INFO_STATE_TEXT`): a short text the agent must remember whatever the
       window drops (e.g. "files changed so far: a.py"); `window` writes the latest one after the task.
-      The other policies ignore both keys (docs/context.md).
+      `mask` never masks a boundary's observation; `full` and `summary` ignore both (docs/context.md).
 
     Class attributes (an instance may set its own in `__init__`, before `super().__init__()` for `tools`):
     - `tools`: JSON-schema tool specs in the OpenAI function format (`tool_spec`), shown to the model.
