@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from agentrl.cli import db, demos, envs, eval, fleet, runs, sandbox, serve, sft, train, ui
+from agentrl.cli import db, demos, envs, eval, fleet, runs, sandbox, serve, sft, study, train, ui
 from agentrl.errors import AgentRLError, EnvPluginError
 from agentrl.memory import choose_allocator
 
@@ -37,6 +37,7 @@ SUBCOMMANDS = {
     "ui": ui,
     "serve": serve,
     "fleet": fleet,
+    "study": study,
 }
 
 

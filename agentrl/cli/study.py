@@ -1,0 +1,62 @@
+"""`agentrl study plan|run|status|report NAME`: a comparison planned, run, resumed and reported by one tool.
+
+What this is: thin handlers over `agentrl.study` (docs/studies.md). NAME is a folder of `--root` (default
+`studies/`) holding `study.yaml`. `plan` prints the runs and the estimated wall time and writes `plan.json`
+(the study file's hash); `run` refuses a study file that differs from the planned one, then plays every run
+not yet done, resuming from disk; `status` says what ran; `report` writes the summary, table and plot under
+`results/` and rewrites the study's block in each `--page`. What this is not: the runner or the statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from agentrl.study.spec import STUDIES_DIR
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser("study", help="plan, run, resume and report a comparison of training runs")
+    actions = parser.add_subparsers(dest="action", required=True)
+    for action, text in (
+        ("plan", "the runs and the estimated wall time; writes plan.json (the study file's hash)"),
+        ("run", "every run not yet done, resumed from disk; refuses a study changed since its plan"),
+        ("status", "what has run"),
+        ("report", "summary JSON, table and plot under results/, and the study's block in each --page"),
+    ):
+        sub = actions.add_parser(action, help=text)
+        sub.add_argument("name", metavar="NAME", help="a folder of --root holding study.yaml")
+        sub.add_argument(
+            "--root", type=Path, default=STUDIES_DIR, help="where studies live (default: studies)"
+        )
+        sub.set_defaults(handler=handle)
+        if action == "report":
+            sub.add_argument("--page", type=Path, action="append", default=[], help="a page with the block")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from agentrl.study.report import report
+    from agentrl.study.runner import Layout, plan, run, status
+
+    layout = Layout(args.root / args.name)
+    if args.action == "plan":
+        planned = plan(layout)
+        estimate = planned["estimate_s"]
+        print(json.dumps({key: value for key, value in planned.items() if key != "estimate_s"}, indent=1))
+        print(
+            f"estimated wall time: {estimate / 60:.0f} min (from this study's finished runs)"
+            if estimate is not None
+            else "estimated wall time: not known until one run of this study has finished"
+        )
+    elif args.action == "run":
+        run(layout)
+    elif args.action == "status":
+        print("\n".join(status(layout)))
+    else:
+        summary = report(layout, args.page)
+        print((layout.results / "table.md").read_text(), end="")
+        if summary["not_finished"]:
+            print(f"not finished: {', '.join(summary['not_finished'])}")
+    return 0

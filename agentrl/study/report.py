@@ -1,0 +1,272 @@
+"""A study's report: its summary JSON, learning-curve plot and Markdown table, from its run records alone.
+
+What this is: `summarise` (pure: records in, the summary out: per-arm mean curves with 95% bands over seeds
+and each pre-named statistic, `agentrl.study.spec.Statistic`), `table` (the Markdown a page includes),
+`report` (writes `results/summary.json`, `results/table.md` and `results/curves.png`, and rewrites the
+`<!-- study:NAME:start -->` ... `<!-- study:NAME:end -->` block of each page it is given). Every run counts:
+a collapsed run is in every mean and band, and a run not finished yet is listed as such, never left out
+silently (the summary says how many records each number rests on).
+
+What this is not: the runner (`agentrl.study.runner`), or a judge of which statistic matters: the study file
+named them before it ran.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentrl.study.runner import BASE, Layout, planned_runs, read_record
+from agentrl.study.spec import Statistic, StudySpec, load_spec
+from agentrl.study.stats import band, censored_steps, paired_band, steps_to_threshold
+
+
+def base_values(base: Mapping[str, Any] | None) -> dict[float, float]:
+    """The base's value at each temperature it was evaluated at."""
+    return {float(point["temperature"]): float(point["value"]) for point in (base or {}).get("decodings", ())}
+
+
+def best_decoding(values: Mapping[float, float]) -> tuple[float, float] | None:
+    """(temperature, value) of the best of `values`; the lower temperature on a tie; None when empty."""
+    if not values:
+        return None
+    temperature = max(sorted(values), key=lambda t: values[t])
+    return temperature, values[temperature]
+
+
+def mean_curve(start: float, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """Per evaluation point (the base at 0 first): the mean value over the runs with its band, and the mean
+    env steps the runs had actually played there."""
+    points = [{"env_steps": 0.0, "mean": start, "low": start, "high": start, "n": float(len(runs))}]
+    for index in range(min((len(run["points"]) for run in runs), default=0)):
+        values = [float(run["points"][index]["value"]) for run in runs]
+        mean, low, high = band(values)
+        steps = sum(float(run["points"][index]["env_steps"]) for run in runs) / len(runs)
+        points.append({"env_steps": steps, "mean": mean, "low": low, "high": high, "n": float(len(values))})
+    return points
+
+
+def final_at(run: Mapping[str, Any], temperature: float | None) -> float | None:
+    """A run's final value at `temperature` (its decodings, else its last point when that was evaluated at
+    it); None when it was not evaluated there."""
+    for point in run.get("decodings", ()):
+        if temperature is not None and float(point["temperature"]) == temperature:
+            return float(point["value"])
+    last = run["points"][-1] if run.get("points") else None
+    if last is not None and (temperature is None or float(last["temperature"]) == temperature):
+        return float(last["value"])
+    return None
+
+
+def statistic(
+    spec: StudySpec, item: Statistic, base: Mapping[str, Any] | None, runs: Mapping[str, list[Any]]
+) -> dict[str, Any]:
+    """One pre-named statistic from the finished runs (module docstring)."""
+    mine = runs.get(item.arm, [])
+    out: dict[str, Any] = {"kind": item.kind, "arm": item.arm, "runs": len(mine)}
+    if item.kind == "vs_base":
+        best = best_decoding(base_values(base))
+        if best is None or not mine:
+            return {**out, "result": None, "why": "the base or the arm has not been evaluated yet"}
+        finals = [final_at(run, best[0]) for run in mine]
+        values = [value for value in finals if value is not None]
+        mean, low, high = band(values) if values else (float("nan"),) * 3
+        return {
+            **out,
+            "base_best": {"temperature": best[0], "value": best[1]},
+            "values": values,
+            "mean": mean,
+            "band": [low, high],
+            "above_base": bool(values) and low > best[1],
+        }
+    theirs = runs.get(item.other, [])
+    if item.kind == "paired":
+        seeds = sorted({run["seed"] for run in mine} & {run["seed"] for run in theirs})
+        first = [final_at(run_of(mine, seed), None) for seed in seeds]
+        second = [final_at(run_of(theirs, seed), None) for seed in seeds]
+        pairs = [(a, b) for a, b in zip(first, second, strict=True) if a is not None and b is not None]
+        if not pairs:
+            return {**out, "other": item.other, "result": None, "why": "no seed has finished both arms"}
+        mean, low, high = paired_band([a for a, _ in pairs], [b for _, b in pairs])
+        return {**out, "other": item.other, "seeds": seeds, "difference": mean, "band": [low, high]}
+    start = base_values(base)
+    start_value = next(iter(start.values()), 0.0) if start else 0.0
+    result = {
+        **out,
+        "threshold": item.threshold,
+        item.arm: threshold_steps(spec, mine, start_value, item.threshold),
+    }
+    if item.other:
+        result[item.other] = threshold_steps(spec, theirs, start_value, item.threshold)
+    return result
+
+
+def run_of(runs: Sequence[Mapping[str, Any]], seed: int) -> Mapping[str, Any]:
+    return next(run for run in runs if run["seed"] == seed)
+
+
+def threshold_steps(
+    spec: StudySpec, runs: Sequence[Mapping[str, Any]], start: float, threshold: float
+) -> dict[str, Any]:
+    """Per seed, the env steps at which its curve (the base at 0 first) reaches `threshold`, censored at the
+    budget when it never does."""
+    per_seed = {
+        str(run["seed"]): steps_to_threshold(
+            [(0.0, start), *((float(p["env_steps"]), float(p["value"])) for p in run["points"])], threshold
+        )
+        for run in runs
+    }
+    return {"per_seed": per_seed, **censored_steps(list(per_seed.values()), float(spec.env_step_budget))}
+
+
+def summarise(spec: StudySpec, records: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
+    """The study's summary from its run records (`records[run]`, None for a run not started)."""
+    base = records.get(BASE)
+    start = base_values(base)
+    train_t = next(iter(start), None)
+    runs: dict[str, list[Any]] = {arm.name: [] for arm in spec.arms}
+    for planned in planned_runs(spec):
+        record = records.get(planned.name)
+        if planned.arm is not None and record is not None and record.get("done"):
+            runs[planned.arm].append(record)
+    curves = {
+        arm: mean_curve(start.get(train_t, 0.0) if train_t is not None else 0.0, found)
+        for arm, found in runs.items()
+    }
+    return {
+        "title": spec.title,
+        "task": spec.task,
+        "metric": spec.metric,
+        "env_step_budget": spec.env_step_budget,
+        "seeds": list(spec.seeds),
+        "base": {"decodings": {str(t): v for t, v in start.items()}, "best": best_decoding(start)},
+        "runs": {name: record for name, record in records.items()},
+        "finished": {arm: len(found) for arm, found in runs.items()},
+        "not_finished": [
+            run.name for run in planned_runs(spec) if not (records.get(run.name) or {}).get("done")
+        ],
+        "curves": curves,
+        "statistics": [statistic(spec, item, base, runs) for item in spec.statistics],
+    }
+
+
+def table(summary: Mapping[str, Any]) -> str:
+    """The Markdown a page includes: one row per run (the base first) and one line per statistic."""
+    rows = ["| run | env steps | final (training T) | decodings |", "|---|---|---|---|"]
+    for name, record in summary["runs"].items():
+        if record is None:
+            rows.append(f"| {name} | | not started | |")
+            continue
+        points = record.get("points") or []
+        final = f"{points[-1]['value']:.3f}" if points else ""
+        decodings = ", ".join(
+            f"T={p['temperature']:g}: {p['value']:.3f}" for p in record.get("decodings", ())
+        )
+        state = "" if record.get("done") else " (not finished)"
+        rows.append(f"| {name}{state} | {record.get('env_steps', 0):,} | {final} | {decodings} |")
+    lines = [*rows, ""]
+    for item in summary["statistics"]:
+        lines.append(f"- {statistic_line(item)}")
+    return "\n".join(lines)
+
+
+def statistic_line(item: Mapping[str, Any]) -> str:
+    """One statistic in words."""
+    if item.get("result", "") is None:
+        return f"{item['kind']} {item['arm']}: not computed ({item['why']})"
+    if item["kind"] == "vs_base":
+        best = item["base_best"]
+        verdict = "above the base" if item["above_base"] else "not above the base"
+        return (
+            f"{item['arm']} vs the base at its best decoding (T={best['temperature']:g}, "
+            f"{best['value']:.3f}): {item['mean']:.3f} [{item['band'][0]:.3f}, {item['band'][1]:.3f}] over "
+            f"{len(item['values'])} seeds, {verdict}"
+        )
+    if item["kind"] == "paired":
+        return (
+            f"{item['arm']} minus {item['other']}, paired by seed ({len(item['seeds'])}): "
+            f"{item['difference']:+.3f} [{item['band'][0]:+.3f}, {item['band'][1]:+.3f}]"
+        )
+    parts = []
+    for arm in (item["arm"], item.get("other")):
+        if arm and arm in item:
+            found = item[arm]
+            parts.append(f"{arm} {found['mean_lower_bound']:.0f} ({found['censored']} censored)")
+    return f"env steps to {item['threshold']:g}: " + ", ".join(parts)
+
+
+def code_version(where: Path) -> str:
+    """The commit the checkout at `where` is at, with "+dirty" when tracked files differ ("unknown" outside
+    git): recorded with a report, since a study may span sessions and commits."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=where, capture_output=True).returncode
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def plot(curves: Mapping[str, Sequence[Mapping[str, float]]], path: Path, title: str, ylabel: str) -> None:
+    """The mean value against env steps, one line and a 95% band per arm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.2))
+    for name, curve in curves.items():
+        x = [point["env_steps"] for point in curve]
+        axes.plot(x, [point["mean"] for point in curve], marker="o", label=name)
+        axes.fill_between(x, [p["low"] for p in curve], [p["high"] for p in curve], alpha=0.2)
+    axes.set_xlabel("environment steps (assistant turns)")
+    axes.set_ylabel(ylabel)
+    axes.set_ylim(-0.02, 1.02)
+    axes.set_title(title, fontsize=9)
+    axes.legend()
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def report(layout: Layout, pages: Sequence[Path] = ()) -> dict[str, Any]:
+    """Write the study's summary, table and plot from its records, and its block in each of `pages`."""
+    from agentrl.cpu import cpu_flags
+
+    spec = load_spec(layout.spec)
+    records = {run.name: read_record(layout, run.name) for run in planned_runs(spec)}
+    summary = {
+        **summarise(spec, records),
+        "commit": code_version(layout.root.resolve()),
+        "cpu_flags": sorted(cpu_flags() & {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}),
+        "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+    layout.results.mkdir(parents=True, exist_ok=True)
+    (layout.results / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    made = table(summary)
+    (layout.results / "table.md").write_text(made + "\n")
+    plot(
+        summary["curves"],
+        layout.results / "curves.png",
+        spec.title or layout.name,
+        spec.metric.replace("_", " "),
+    )
+    start, end = markers(layout.name)
+    for page in pages:
+        text = page.read_text()
+        if start not in text or end not in text:
+            raise SystemExit(f"{page} has no {start} ... {end} block")
+        head, rest = text.split(start, 1)
+        page.write_text(head + start + "\n" + made + "\n" + end + rest.split(end, 1)[1])
+    return summary
+
+
+def markers(name: str) -> tuple[str, str]:
+    """The comment lines a page puts around a study's generated table."""
+    return f"<!-- study:{name}:start (agentrl study report {name}) -->", f"<!-- study:{name}:end -->"

@@ -1,0 +1,430 @@
+"""Plays a study's runs one after another with the real trainer, keeping every result on disk as it goes.
+
+What this is: `plan` (the runs, a wall-time estimate from step times measured by earlier runs of the study,
+and `plan.json` with the study file's hash), `run` (refuses a study file that differs from the planned one;
+then the base and every (arm, seed), each resumed from what is on disk), `status`, and the layout of a
+study's folder. Nothing is dropped: a run whose reward collapses is recorded like any other.
+
+How a run is played: for each evaluation point (`StudySpec.checkpoints` evenly spaced env-step counts) it
+calls `agentrl.trainer.train.train` with `train.env_step_budget` at that point, checkpoints every step and
+the held-out evaluation after (at the run config's `eval.temperature`); the next point resumes the same run
+from its newest checkpoint (`trainer.resume`) with the next budget. After the last point the run's final
+weights are evaluated at each of the study's `decodings` (`agentrl.trainer.run.run_eval`). After every
+training segment and every evaluation the run's record (`results/runs/<run>.json`) is rewritten, so an
+interrupted study continues where it stopped: a finished point is never trained again, and an unfinished one
+resumes from the checkpoint of the run's last finished step.
+
+Folder of study NAME (`studies/NAME/`): `study.yaml` (committed), `plan.json` (committed: the hash it was
+planned with), `results/` (committed: one record per run, the report's summary JSON, table and plot), and
+`runs/` (not committed: the trainer's run folders, checkpoints and a SQLite store).
+
+What this is not: the statistics or the report (`agentrl.study.report`), or a scheduler (one run at a time,
+in this process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrl.errors import ConfigError
+from agentrl.study.spec import SPEC_FILE, StudySpec, load_spec, spec_hash
+
+PLAN_FILE = "plan.json"
+BASE = "base"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the files of one study live (module docstring)."""
+
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def spec(self) -> Path:
+        return self.root / SPEC_FILE
+
+    @property
+    def plan(self) -> Path:
+        return self.root / PLAN_FILE
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results"
+
+    @property
+    def records(self) -> Path:
+        return self.results / "runs"
+
+    @property
+    def train_runs(self) -> Path:
+        return self.root / "runs"
+
+    def record(self, run: str) -> Path:
+        return self.records / f"{run}.json"
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the plan: the base's evaluations, or an (arm, seed) training run."""
+
+    name: str
+    arm: str | None = None
+    seed: int | None = None
+
+
+def planned_runs(spec: StudySpec) -> list[PlannedRun]:
+    """The base first, then each arm's seeds, in the order they run."""
+    trained = [
+        PlannedRun(f"{arm.name}-seed{seed}", arm.name, seed) for arm in spec.arms for seed in spec.seeds
+    ]
+    return [PlannedRun(BASE), *trained]
+
+
+def checkpoint_points(budget: int, count: int) -> list[int]:
+    """Env-step counts at which a run is evaluated: `count` evenly spaced, the last one the budget."""
+    return [math.ceil(budget * (index + 1) / count) for index in range(count)]
+
+
+def read_record(layout: Layout, run: str) -> dict[str, Any] | None:
+    path = layout.record(run)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def write_record(layout: Layout, run: str, record: Mapping[str, Any]) -> None:
+    """Rewrite a run's record atomically (a kill never leaves half a file)."""
+    layout.records.mkdir(parents=True, exist_ok=True)
+    partial = layout.record(run).with_suffix(".json.partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    partial.replace(layout.record(run))
+
+
+# ---- plan ----------------------------------------------------------------------------------------------
+
+
+def plan(layout: Layout) -> dict[str, Any]:
+    """The study's runs and wall-time estimate; writes `plan.json` with the study file's hash."""
+    spec = load_spec(layout.spec)
+    runs = planned_runs(spec)
+    planned = {
+        "study": layout.name,
+        "spec_sha256": spec_hash(layout.spec),
+        "runs": [run.name for run in runs],
+        "checkpoints": checkpoint_points(spec.env_step_budget, spec.checkpoints),
+        "estimate_s": estimate_s(layout, spec),
+    }
+    layout.plan.write_text(json.dumps(planned, indent=1) + "\n")
+    return planned
+
+
+def estimate_s(layout: Layout, spec: StudySpec) -> float | None:
+    """Seconds the whole study takes, from the seconds per env step (training and its evaluations) that the
+    study's finished runs measured; None before any has finished."""
+    rates = [
+        record["wall_s"] / record["env_steps"]
+        for record in (read_record(layout, run.name) for run in planned_runs(spec) if run.arm)
+        if record and record.get("done") and record.get("env_steps")
+    ]
+    if not rates:
+        return None
+    base = read_record(layout, BASE)
+    return sum(rates) / len(rates) * spec.env_step_budget * (len(planned_runs(spec)) - 1) + (
+        float(base["wall_s"]) if base and base.get("done") else 0.0
+    )
+
+
+def check_planned(layout: Layout) -> StudySpec:
+    """The study file, refused unless it is the one `plan` hashed and, in a git work tree, committed."""
+    if not layout.plan.is_file():
+        raise ConfigError(
+            f"study {layout.name} has no plan: run `agentrl study plan {layout.name}`, commit study.yaml and "
+            "plan.json, then run it"
+        )
+    planned = json.loads(layout.plan.read_text())
+    if planned["spec_sha256"] != spec_hash(layout.spec):
+        raise ConfigError(
+            f"{layout.spec} differs from the study that was planned: a study runs as it was registered. "
+            f"Re-plan it (`agentrl study plan {layout.name}`) and commit both files, or restore study.yaml"
+        )
+    dirty = uncommitted(layout.spec)
+    if dirty:
+        raise ConfigError(f"{layout.spec} has changes git has not committed ({dirty}): commit it, then run")
+    return load_spec(layout.spec)
+
+
+def uncommitted(path: Path) -> str:
+    """What git says about `path` when it is not committed as it is ("" when it is, or outside a repo)."""
+    try:
+        inside = subprocess.run(
+            ["git", "-C", str(path.parent), "rev-parse", "--is-inside-work-tree"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if inside.returncode != 0:
+            return ""
+        found = subprocess.run(
+            ["git", "-C", str(path.parent), "status", "--porcelain", "--", path.name],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return found.stdout.strip()
+
+
+# ---- run -----------------------------------------------------------------------------------------------
+
+
+Log = Callable[[str], None]
+
+
+def run(layout: Layout, log: Log = print) -> None:
+    """Every planned run not yet done, one after another (module docstring)."""
+    spec = check_planned(layout)
+    for planned in planned_runs(spec):
+        record = read_record(layout, planned.name)
+        if record and record.get("done"):
+            continue
+        log(f"study {layout.name}: {planned.name}")
+        if planned.arm is None:
+            run_base(spec, layout, record or new_record(planned), log)
+        else:
+            run_training(spec, layout, planned, record or new_record(planned), log)
+
+
+def new_record(planned: PlannedRun) -> dict[str, Any]:
+    return {
+        "run": planned.name,
+        "arm": planned.arm,
+        "seed": planned.seed,
+        "points": [],
+        "decodings": [],
+        "env_steps": 0,
+        "wall_s": 0.0,
+        "done": False,
+    }
+
+
+def shared_overrides(spec: StudySpec, layout: Layout, name: str) -> list[str]:
+    """Every run's overrides: its name, where its run folder and store go, the evaluation's size, then the
+    study's own (which may change anything but these)."""
+    return [
+        f"name={name}",
+        f"runs_dir={layout.train_runs}",
+        f"store.url=sqlite:///{(layout.train_runs / 'store.db').resolve()}",
+        f"eval.num_tasks={spec.eval_tasks}",
+        "train.steps=1000000",  # the env-step budget ends each segment; a study may still cap steps
+        *spec.overrides,
+    ]
+
+
+def run_base(spec: StudySpec, layout: Layout, record: dict[str, Any], log: Log) -> None:
+    """The base model's evaluations: at the run config's eval temperature and at each decoding."""
+    from agentrl.config import load_config
+
+    started = time.perf_counter() - float(record["wall_s"])
+    config = load_config(spec.task, shared_overrides(spec, layout, f"{layout.name}-base"))
+    temperatures = [config.eval.temperature, *spec.decodings]
+    done = {float(point["temperature"]) for point in record["decodings"]}
+    for temperature in dict.fromkeys(temperatures):
+        if float(temperature) in done:
+            continue
+        record["decodings"].append(evaluation(spec, layout, BASE, temperature, model=None))
+        record["wall_s"] = time.perf_counter() - started
+        write_record(layout, BASE, record)
+        log(f"  base at T={temperature:g}: {record['decodings'][-1]['value']:.3f}")
+    record["done"] = True
+    write_record(layout, BASE, record)
+
+
+def run_training(
+    spec: StudySpec, layout: Layout, planned: PlannedRun, record: dict[str, Any], log: Log
+) -> None:
+    """One (arm, seed): train to each checkpoint not yet recorded, then the decodings of its final weights."""
+    from agentrl.config import load_config
+    from agentrl.trainer import checkpoint
+    from agentrl.trainer.train import train
+
+    assert planned.arm is not None and planned.seed is not None
+    started = time.perf_counter() - float(record["wall_s"])
+    name = f"{layout.name}-{planned.name}"
+    run_dir = layout.train_runs / name
+    temperature = load_config(spec.task, shared_overrides(spec, layout, name)).eval.temperature
+    for point in checkpoint_points(spec.env_step_budget, spec.checkpoints)[len(record["points"]) :]:
+        newest = checkpoint.latest(run_dir)
+        state = None if newest is None else checkpoint.read_state(newest)
+        recorded_step = record["points"][-1]["train_step"] if record["points"] else 0
+        if state is not None and state.env_steps >= point:
+            if state.step == recorded_step:  # the last segment's last step played past this point too
+                record["points"].append({**record["points"][-1], "checkpoint_env_steps": point})
+            else:  # trained and evaluated, then interrupted before the record was written
+                found = last_evaluation(spec, layout, name, state.step, temperature)
+                if not found["per_task"]:
+                    raise ConfigError(
+                        f"{run_dir} was interrupted during its evaluation at step {state.step}; delete that "
+                        f"folder and {layout.record(planned.name)} to train {planned.name} again"
+                    )
+                record["points"].append(
+                    {
+                        "checkpoint_env_steps": point,
+                        "env_steps": state.env_steps,
+                        "train_step": state.step,
+                        **found,
+                    }
+                )
+            record["env_steps"] = state.env_steps
+            write_record(layout, planned.name, record)
+            continue
+        resume = [f"trainer.resume={run_dir}"] if newest is not None else []
+        overrides = [
+            *shared_overrides(spec, layout, name),
+            *spec.arm(planned.arm).overrides,
+            f"train.seed={planned.seed}",
+            f"train.env_step_budget={point}",
+            "trainer.checkpoint_every=1",
+            "eval.before=false",
+            "eval.after=true",
+            *resume,
+        ]
+        config = load_config(spec.task, overrides)
+        asyncio.run(train(config))
+        state = checkpoint.read_state(checkpoint.latest(run_dir) or run_dir)
+        point_record = {
+            "checkpoint_env_steps": point,
+            "env_steps": state.env_steps,
+            "train_step": state.step,
+            **last_evaluation(spec, layout, name, state.step, config.eval.temperature),
+        }
+        record["points"].append(point_record)
+        record["env_steps"] = state.env_steps
+        record["wall_s"] = time.perf_counter() - started
+        write_record(layout, planned.name, record)
+        log(f"  {planned.name} at {state.env_steps} env steps: {point_record['value']:.3f}")
+    done = {float(point["temperature"]) for point in record["decodings"]}
+    for temperature in spec.decodings:
+        if float(temperature) in done:
+            continue
+        record["decodings"].append(
+            evaluation(spec, layout, planned.name, temperature, model=run_dir / "final")
+        )
+        record["wall_s"] = time.perf_counter() - started
+        write_record(layout, planned.name, record)
+    record["done"] = True
+    write_record(layout, planned.name, record)
+
+
+def evaluation(
+    spec: StudySpec, layout: Layout, run: str, temperature: float, model: Path | None
+) -> dict[str, Any]:
+    """One held-out evaluation (`run_eval`) of `model` (None: the run config's model) at `temperature`."""
+    from agentrl.config import load_config
+    from agentrl.trainer.run import run_eval
+
+    name = f"{layout.name}-{run}-eval-T{temperature:g}-{time.strftime('%Y%m%d-%H%M%S')}"
+    overrides = [
+        *shared_overrides(spec, layout, name),
+        *(spec.arm(run.rsplit("-seed", 1)[0]).overrides if model is not None else ()),
+        f"eval.temperature={temperature}",
+        *([f"model.name={model}"] if model is not None else []),
+    ]
+    config = load_config(spec.task, overrides)
+    asyncio.run(run_eval(config))
+    return {"temperature": float(temperature), **stored_evaluation(spec, layout, name, None)}
+
+
+def last_evaluation(
+    spec: StudySpec, layout: Layout, name: str, step: int, temperature: float
+) -> dict[str, Any]:
+    """The held-out evaluation a training segment ended with (its run's eval episodes at `step`)."""
+    return {"temperature": float(temperature), **stored_evaluation(spec, layout, name, step)}
+
+
+def stored_evaluation(spec: StudySpec, layout: Layout, name: str, step: int | None) -> dict[str, Any]:
+    """Per-task outcomes and the study's metric of run `name`'s held-out episodes (at `step`; None: all)."""
+    from agentrl.config import load_config
+    from agentrl.store.repository import close_store, list_runs, load_episodes, open_store
+
+    store = open_store(f"sqlite:///{(layout.train_runs / 'store.db').resolve()}")
+    try:
+        matches = [row for row in list_runs(store) if row["name"] == name]
+        if not matches:
+            raise ConfigError(f"the study's store holds no run named {name}")
+        episodes = [
+            row
+            for row in load_episodes(store, matches[-1]["id"])
+            if row["split"] == "eval" and (step is None or int(row["step"]) == step)
+        ]
+    finally:
+        close_store(store)
+    parts = int(load_config(spec.task, list(spec.overrides)).env.kwargs.get("parts", 1))
+    return outcome(episodes, spec.metric, parts)
+
+
+def outcome(episodes: Sequence[Mapping[str, Any]], metric: str, parts: int) -> dict[str, Any]:
+    """The evaluation's per-task outcomes and its value of `metric` over the episodes that did not fail for
+    infrastructure reasons (pure)."""
+    per_task = [
+        {
+            "task_id": row["task_id"],
+            "success": None if row["error"] else bool(row["success"]),
+            "reward": float(row["reward"]),
+        }
+        for row in episodes
+    ]
+    scored = [row for row in per_task if row["success"] is not None]
+    if not scored:
+        value = 0.0
+    elif metric == "per_part_success":
+        value = sum(row["reward"] for row in scored) / (len(scored) * parts)
+    else:
+        value = sum(bool(row["success"]) for row in scored) / len(scored)
+    return {
+        "value": value,
+        "tasks": len(scored),
+        "infra_failures": len(per_task) - len(scored),
+        "per_task": per_task,
+    }
+
+
+# ---- status --------------------------------------------------------------------------------------------
+
+
+def status(layout: Layout) -> list[str]:
+    """One line per planned run: done, how far it got, or not started."""
+    spec = load_spec(layout.spec)
+    lines = []
+    planned_hash = json.loads(layout.plan.read_text())["spec_sha256"] if layout.plan.is_file() else None
+    lines.append(
+        f"study {layout.name}: "
+        + (
+            "not planned"
+            if planned_hash is None
+            else "planned"
+            if planned_hash == spec_hash(layout.spec)
+            else "study.yaml changed since it was planned"
+        )  # fmt: skip
+    )
+    points = len(checkpoint_points(spec.env_step_budget, spec.checkpoints))
+    for planned in planned_runs(spec):
+        record = read_record(layout, planned.name)
+        if record is None:
+            state = "not started"
+        elif record.get("done"):
+            state = f"done ({record['env_steps']} env steps, {record['wall_s']:.0f} s)"
+        else:
+            state = f"{len(record['points'])} of {points} points, {len(record['decodings'])} decodings"
+        lines.append(f"  {planned.name}: {state}")
+    return lines

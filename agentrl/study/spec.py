@@ -1,0 +1,172 @@
+"""A study as a file: `studies/<name>/study.yaml` read into `StudySpec`, a typed config like the run config.
+
+What this is: frozen dataclasses (every default in one place, standard library only), `load_spec` (the
+YAML through `agentrl.typed.build`, so an unknown key names the valid ones), the checks that make a study
+well posed (each an error that names the fix) and `spec_hash`, the hash `agentrl study plan` writes and
+`agentrl study run` compares against (pre-registration, enforced).
+
+A study trains one run per (arm, seed) from the same run config (`task` plus `overrides`, then the arm's
+overrides, then `train.seed`), each until it has played `env_step_budget` env steps, evaluating the
+held-out tasks at `checkpoints` evenly spaced env-step points at the run config's `eval.temperature`, and at
+its last point at each of `decodings` too. The base model is evaluated the same way, once, at every
+decoding. The pre-named statistics (`Statistic`) are computed from those numbers and nothing else.
+
+What this is not: the runner (`agentrl.study.runner`) or the report (`agentrl.study.report`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from agentrl.errors import ConfigError
+from agentrl.typed import build
+
+STUDIES_DIR = Path("studies")
+SPEC_FILE = "study.yaml"
+METRICS = ("success_rate", "per_part_success")
+STATISTICS = ("vs_base", "paired", "steps_to_threshold")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One line of the study: its name and the `key=value` overrides that make it differ from the others."""
+
+    name: str
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A pre-named statistic.
+
+    kind:      "vs_base": `arm`'s final value at its best decoding over seeds (95% Student-t band) against
+               the base at its best decoding (the best of `decodings` and the training temperature);
+               "paired": `arm` minus `other` at the last checkpoint, paired by seed (95% band of the
+               differences); "steps_to_threshold": per seed, the env steps at which `arm`'s curve first
+               reaches `threshold` (linear between checkpoints, the base at 0), a seed that never does
+               censored at the budget (counted, never dropped), and the same for `other` when named
+    arm:       the arm the statistic is about
+    other:     "paired" (required) and "steps_to_threshold" (optional): the arm it is compared with
+    threshold: "steps_to_threshold": the value to reach, in the study's `metric`
+    """
+
+    kind: str
+    arm: str
+    other: str = ""
+    threshold: float = 0.0
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """What a study runs and what it will report.
+
+    task:            the run config (`configs/<task>.yaml` or a plugin's), as `agentrl train --task` takes it
+    overrides:       `key=value` overrides of every run (base included)
+    arms:            the lines compared (at least one; each overrides something)
+    seeds:           `train.seed` of each arm's runs (2 at least: every statistic has a band over seeds)
+    env_step_budget: env steps each run trains for (`train.env_step_budget`)
+    checkpoints:     evaluation points, evenly spaced over the budget, the last one at the budget
+    eval_tasks:      held-out tasks per evaluation (the first ones of the eval split)
+    decodings:       temperatures evaluated at each run's last point and for the base (0: greedy), besides
+                     the run config's `eval.temperature` at every point
+    metric:          "success_rate" (episodes solved) or "per_part_success" (mean reward over `parts`, for
+                     multi-part tasks such as calc-chain)
+    statistics:      the pre-named statistics
+    title:           one line the report's heading shows
+    """
+
+    task: str
+    arms: tuple[Arm, ...]
+    seeds: tuple[int, ...]
+    env_step_budget: int
+    statistics: tuple[Statistic, ...]
+    overrides: tuple[str, ...] = ()
+    checkpoints: int = 2
+    eval_tasks: int = 16
+    decodings: tuple[float, ...] = ()
+    metric: str = "success_rate"
+    title: str = ""
+
+    def arm(self, name: str) -> Arm:
+        return next(arm for arm in self.arms if arm.name == name)
+
+
+def study_dir(name: str, root: Path = STUDIES_DIR) -> Path:
+    return root / name
+
+
+def load_spec(path: Path) -> StudySpec:
+    """The study file at `path`, typed and checked (`ConfigError` naming the fix)."""
+    if not path.is_file():
+        raise ConfigError(f"no study file {path}; write one (docs/studies.md) or check the study's name")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of study keys (docs/studies.md)")
+    items = {"arms": Arm, "statistics": Statistic}
+    for key, kind in items.items():
+        values = data.get(key) or []
+        if not isinstance(values, list):
+            raise ConfigError(f"study.{key} must be a list of mappings, got {type(values).__name__}")
+        data = {**data, key: [build(kind, value, f"study.{key}[{i}]") for i, value in enumerate(values)]}
+    spec = build(StudySpec, data, "study")
+    check_spec(spec)
+    return spec
+
+
+def check_spec(spec: StudySpec) -> None:
+    """The checks a study must pass before it is planned; each `ConfigError` names the fix."""
+    names = [arm.name for arm in spec.arms]
+    if not names:
+        raise ConfigError("study.arms is empty: name at least one arm, e.g. {name: grpo, overrides: [...]}")
+    if len(set(names)) != len(names) or "base" in names:
+        raise ConfigError(f"study.arms: names must be distinct and not 'base', got {names}")
+    for arm in spec.arms:
+        if not arm.overrides:
+            raise ConfigError(
+                f"study arm {arm.name!r} overrides nothing: give it the key=value overrides that make it "
+                "differ (e.g. credit.estimator=gigpo), or put what every run shares in study.overrides"
+            )
+        bad = [item for item in arm.overrides if "=" not in item]
+        if bad:
+            raise ConfigError(f"study arm {arm.name!r}: overrides must be key=value, got {bad}")
+    if len(set(spec.seeds)) < 2:
+        raise ConfigError(
+            f"study.seeds {list(spec.seeds)}: a band over seeds needs at least 2 distinct seeds, e.g. [0, 1]"
+        )
+    if spec.env_step_budget < 1 or spec.checkpoints < 1 or spec.eval_tasks < 1:
+        raise ConfigError("study.env_step_budget, study.checkpoints and study.eval_tasks must be >= 1")
+    if spec.metric not in METRICS:
+        raise ConfigError(f"study.metric={spec.metric!r} is unknown; use one of {', '.join(METRICS)}")
+    if not spec.statistics:
+        raise ConfigError("study.statistics is empty: name what the study will report before it runs")
+    for statistic in spec.statistics:
+        check_statistic(statistic, set(names))
+
+
+def check_statistic(statistic: Statistic, arms: set[str]) -> None:
+    if statistic.kind not in STATISTICS:
+        raise ConfigError(
+            f"study statistic kind {statistic.kind!r} is unknown; use one of {', '.join(STATISTICS)}"
+        )
+    for name in (statistic.arm, statistic.other):
+        if name and name not in arms:
+            raise ConfigError(
+                f"study statistic {statistic.kind} names the arm {name!r}, which is not one of the study's "
+                f"arms ({', '.join(sorted(arms))})"
+            )
+    if statistic.kind == "paired" and not statistic.other:
+        raise ConfigError(
+            f"study statistic paired of {statistic.arm!r} needs `other`: the arm it is compared with"
+        )
+
+
+def spec_hash(path: Path) -> str:
+    """sha256 of the study file's bytes: what `plan` records and `run` must find again."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

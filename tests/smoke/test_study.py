@@ -1,0 +1,140 @@
+"""`agentrl study plan|run|status|report` end to end: a 2-arm, 2-seed study on the maze with the tiny random
+model (`tiny_model`), through the real trainer and evaluation, in a study folder under tmp_path.
+
+What is checked: `run` refuses before `plan` and after study.yaml changes; every planned run finishes with
+its checkpoints' points and decodings on disk; an interrupted run (its last point and "done" taken out of
+its record) resumes from its trainer checkpoint and trains only what is missing; `report` writes the
+summary, the table (into a page's block too) and the plot, with every pre-named statistic. What it is not:
+a test of learning (a random model), or of the statistics' arithmetic (tests/unit/test_study.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from agentrl.study.report import markers
+
+STUDY = {
+    "title": "tiny maze: gigpo vs grpo",
+    "task": "maze",
+    "overrides": [
+        "engine.kind=cached",
+        "model.dtype=float32",
+        "update.autocast_bf16=false",
+        "rollout.seeded_sampling=true",
+        "rollout.max_context_tokens=4096",
+        "sampling.max_new_tokens=12",
+        "rollout.max_turns=3",
+        "train.tasks_per_step=1",
+        "train.group_size=2",
+        "loss.entropy_coef=0.01",
+    ],
+    "arms": [
+        {"name": "grpo", "overrides": ["credit.estimator=grpo"]},
+        {"name": "gigpo", "overrides": ["credit.estimator=gigpo"]},
+    ],
+    "seeds": [0, 1],
+    "env_step_budget": 12,
+    "checkpoints": 2,
+    "eval_tasks": 2,
+    "decodings": [0.0],
+    "statistics": [
+        {"kind": "vs_base", "arm": "gigpo"},
+        {"kind": "paired", "arm": "gigpo", "other": "grpo"},
+        {"kind": "steps_to_threshold", "arm": "gigpo", "other": "grpo", "threshold": 0.5},
+    ],
+}
+
+
+def study(repo_root: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentrl.cli.main", "study", *args, "tiny", "--root", str(root)],
+        cwd=repo_root,
+        env={**os.environ, "AGENTRL_DB_URL": ""},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
+    repo_root: Path, tmp_path: Path, tiny_model: Path
+) -> None:
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    spec = {**STUDY, "overrides": [f"model.name={tiny_model}", *STUDY["overrides"]]}
+    (folder / "study.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    refused = study(repo_root, tmp_path, "run")
+    assert refused.returncode == 2 and "agentrl study plan tiny" in refused.stderr
+
+    planned = study(repo_root, tmp_path, "plan")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    plan = json.loads((folder / "plan.json").read_text())
+    assert plan["runs"] == ["base", "grpo-seed0", "grpo-seed1", "gigpo-seed0", "gigpo-seed1"]
+    assert plan["checkpoints"] == [6, 12]
+
+    ran = study(repo_root, tmp_path, "run")
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    records = {
+        path.stem: json.loads(path.read_text()) for path in (folder / "results" / "runs").glob("*.json")
+    }
+    assert set(records) == set(plan["runs"]) and all(record["done"] for record in records.values())
+    assert [point["temperature"] for point in records["base"]["decodings"]] == [0.0] or len(
+        records["base"]["decodings"]
+    ) == 2
+    for name in plan["runs"][1:]:
+        points = records[name]["points"]
+        assert [point["checkpoint_env_steps"] for point in points] == [6, 12]
+        assert points[0]["env_steps"] >= 6 and points[1]["env_steps"] >= 12
+        assert [d["temperature"] for d in records[name]["decodings"]] == [0.0]
+
+    # every run's second point resumed its trainer from the first one's checkpoint: one run, steps counted on
+    for name in plan["runs"][1:]:
+        first, second = records[name]["points"]
+        assert second["train_step"] > first["train_step"] and second["env_steps"] > first["env_steps"]
+    trained = {
+        path.name for path in (folder / "runs").iterdir() if path.is_dir() and "-eval-" not in path.name
+    }
+    assert trained == {f"tiny-{name}" for name in plan["runs"][1:]}
+
+    # an interruption after gigpo-seed1 trained and evaluated its last point, before its record said so: the
+    # next run trains nothing again; it takes the point from the checkpoint and the stored evaluation
+    before = records["gigpo-seed1"]
+    cut = {**before, "points": before["points"][:1], "decodings": [], "done": False}
+    (folder / "results" / "runs" / "gigpo-seed1.json").write_text(json.dumps(cut))
+    resumed = study(repo_root, tmp_path, "run")
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "grpo-seed0" not in resumed.stdout and "gigpo-seed1" in resumed.stdout
+    assert "step 3 " not in resumed.stdout  # no training step was played again
+    again = json.loads((folder / "results" / "runs" / "gigpo-seed1.json").read_text())
+    assert again["done"] and again["points"] == before["points"]
+
+    status = study(repo_root, tmp_path, "status")
+    assert status.returncode == 0 and status.stdout.count("done (") == 5
+
+    page = tmp_path / "page.md"
+    start, end = markers("tiny")
+    page.write_text(f"# results\n{start}\nold\n{end}\nafter\n")
+    reported = subprocess.run(
+        [sys.executable, "-m", "agentrl.cli.main", "study", "report", "tiny", "--root", str(tmp_path),
+         "--page", str(page)],
+        cwd=repo_root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    summary = json.loads((folder / "results" / "summary.json").read_text())
+    assert [item["kind"] for item in summary["statistics"]] == ["vs_base", "paired", "steps_to_threshold"]
+    assert summary["statistics"][1]["seeds"] == [0, 1] and summary["not_finished"] == []
+    assert (folder / "results" / "curves.png").stat().st_size > 0
+    table = (folder / "results" / "table.md").read_text()
+    assert table.strip() in page.read_text() and page.read_text().endswith(f"{end}\nafter\n")
+
+    # pre-registration: a changed study file is refused until it is planned again
+    (folder / "study.yaml").write_text(yaml.safe_dump({**spec, "seeds": [0, 1, 2]}, sort_keys=False))
+    changed = study(repo_root, tmp_path, "run")
+    assert changed.returncode == 2 and "differs from the study that was planned" in changed.stderr
