@@ -9,9 +9,10 @@ context):
 1. **swebench-local, turns reached**: the held-out tasks played with `rollout.max_turns` 16 (and
    `env.kwargs.max_steps` 16) at `rollout.max_context_tokens` 2,048 and 4,096, by two agents: the env's
    scripted policy after an exploration prefix (`explore_then_fix`: list the tree, read the file whole, grep
-   its definitions, then the gold-patch script), and SmolLM2-135M-Instruct at the config's temperature
-   (seeded per request, as held-out evaluation plays). Per cell: the turns each episode reached, its stop
-   reason, the share stopped by `max_tokens`, and the token segments per episode.
+   its definitions and the imports, list every Python file, then the gold-patch script), and
+   SmolLM2-135M-Instruct at the config's temperature (seeded per request, as held-out evaluation plays).
+   Per cell: the env turns each episode reached (summary turns counted apart), its stop reason, the share
+   stopped by `max_tokens`, and the token segments per episode.
 2. **The update's cost**: the SmolLM2 episodes (swebench-local at 4,096, and calc-chain train chains at
    T=0.5) made into the trainer's samples (`episode_to_samples`, one per segment; advantage 1 on every turn),
    then one PPO update over them (`ppo_update`, the task config's update settings, a warm-up update first):
@@ -80,14 +81,16 @@ def policy_overrides(policy: str, context: int) -> list[str]:
 def explore_then_fix(
     task: Mapping[str, Any], observation: str, env_kwargs: Mapping[str, Any]
 ) -> Generator[ScriptedTurn, str, None]:
-    """What an agent does before it edits: look around (the tree, the file whole, its definitions), then the
-    env's gold-patch script (view and replace each hunk, submit)."""
+    """What an agent does before it edits: look around (the tree, the file whole, its definitions, the
+    imports, every Python file), then the env's gold-patch script (view and replace each hunk, submit)."""
     gold = scripted_policy_of("agentrl/SWEBench-v0")
     assert gold is not None
     path = first_patched_path(str(task.get("patch") or ""))
     yield tool_call("bash", command="ls -R | head -120")
     yield tool_call("view", path=path, start=1, end=-1)
     yield tool_call("bash", command=f"grep -n 'def \\|class ' {path} | head -80")
+    yield tool_call("bash", command="grep -rn '^import\\|^from' --include=*.py . | head -60")
+    yield tool_call("bash", command="find . -name '*.py' | head -80")
     script = gold(task, observation, env_kwargs)
     turn = next(script)
     while True:
@@ -116,7 +119,8 @@ def episode_row(episode: Episode) -> dict[str, Any]:
     """What the tables read of one episode."""
     return {
         "task_id": episode.task_id,
-        "turns": len(episode.turns),
+        "turns": sum(not turn.is_summary for turn in episode.turns),
+        "summary_turns": sum(turn.is_summary for turn in episode.turns),
         "stop_reason": episode.stop_reason,
         "success": episode.success,
         "segments": len({turn.segment for turn in episode.turns}),
@@ -136,6 +140,7 @@ def cell_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "max_tokens_share": sum(row["stop_reason"] == "max_tokens" for row in played) / count,
         "success_share": sum(bool(row["success"]) for row in played) / count,
         "segments_mean": sum(row["segments"] for row in played) / count,
+        "summary_turns_mean": sum(row["summary_turns"] for row in played) / count,
     }
 
 

@@ -41,8 +41,8 @@ TARGET = 0.1
 
 
 def part_gap(by_part: Sequence[float]) -> float:
-    """The largest distance of a later part's success from part 1's."""
-    return max((abs(value - by_part[0]) for value in by_part[1:]), default=0.0)
+    """The later part's success farthest from part 1's, minus part 1's (signed: below part 1 is negative)."""
+    return max((value - by_part[0] for value in by_part[1:]), key=abs, default=0.0)
 
 
 def calc_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
@@ -63,7 +63,7 @@ def calc_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
             cells = " | ".join(f"{value:.3f}" for value in by_part)
             rows.append(
                 f"| {policy} | {decoding} | {cells} | {evaluation['per_part_success']:.3f} | {gap:+.3f} | "
-                f"{'yes' if gap <= TARGET else 'no'} | {evaluation['invalid_turn_rate']:.3f} |"
+                f"{'yes' if abs(gap) <= TARGET else 'no'} | {evaluation['invalid_turn_rate']:.3f} |"
             )
     tasks = {int(report["eval_tasks"]) for report in reports.values()}
     files = ", ".join(f"`bench/results/{path.name}`" for path in CALC.values())
@@ -74,14 +74,15 @@ def swebench_table(report: Mapping[str, Any]) -> str:
     """Per agent, policy and context size: turns reached, stopped by `max_tokens`, segments, resolved."""
     rows = [
         "| agent | policy | max_context_tokens | turns (mean) | turns (max) | stopped by max_tokens | "
-        "segments per episode | resolved | infra failures |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "segments per episode | summary turns | resolved | infra failures |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in sorted(report["cells"], key=lambda c: (c["agent"], c["max_context_tokens"])):
         rows.append(
             f"| {cell['agent']} | {cell['policy']} | {cell['max_context_tokens']:,} | "
             f"{cell['turns_mean']:.1f} | {cell['turns_max']} | {cell['max_tokens_share']:.0%} | "
-            f"{cell['segments_mean']:.1f} | {cell['success_share']:.0%} | {cell['infra_failures']} |"
+            f"{cell['segments_mean']:.1f} | {cell.get('summary_turns_mean', 0.0):.1f} | "
+            f"{cell['success_share']:.0%} | {cell['infra_failures']} |"
         )
     episodes = {int(cell["episodes"]) for cell in report["cells"]}
     note = f"{'/'.join(map(str, sorted(episodes)))} held-out tasks per row"

@@ -1,0 +1,131 @@
+"""`agentrl.study`: the study file's checks (each error names the fix), the statistics and the summary made
+from hand-written run records (pure logic: no training; tests/smoke/test_study.py runs a study for real)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentrl.errors import ConfigError
+from agentrl.study.report import summarise, table
+from agentrl.study.runner import checkpoint_points, outcome, planned_runs
+from agentrl.study.spec import load_spec
+from agentrl.study.stats import band, censored_steps, paired_band, steps_to_threshold
+
+GOOD: dict[str, Any] = {
+    "task": "maze",
+    "arms": [
+        {"name": "grpo", "overrides": ["credit.estimator=grpo"]},
+        {"name": "gigpo", "overrides": ["credit.estimator=gigpo"]},
+    ],
+    "seeds": [0, 1],
+    "env_step_budget": 100,
+    "checkpoints": 2,
+    "decodings": [0.0],
+    "statistics": [
+        {"kind": "vs_base", "arm": "gigpo"},
+        {"kind": "paired", "arm": "gigpo", "other": "grpo"},
+        {"kind": "steps_to_threshold", "arm": "gigpo", "other": "grpo", "threshold": 0.5},
+    ],
+}
+
+
+def write(tmp_path: Path, data: dict[str, Any]) -> Path:
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"arms": [{"name": "grpo", "overrides": []}]}, "overrides nothing"),
+        ({"seeds": [0]}, "needs at least 2 distinct seeds"),
+        ({"statistics": [{"kind": "vs_base", "arm": "ppo"}]}, "names the arm 'ppo'"),
+        ({"statistics": [{"kind": "paired", "arm": "gigpo"}]}, "needs `other`"),
+        ({"statistics": [{"kind": "median", "arm": "gigpo"}]}, "kind 'median' is unknown"),
+        ({"metric": "reward"}, "study.metric='reward' is unknown"),
+        ({"budget": 10}, "unknown key(s) ['budget']"),
+        ({"statistics": []}, "name what the study will report before it runs"),
+    ],
+)
+def test_a_study_file_that_is_not_well_posed_is_refused_with_the_fix(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_spec(write(tmp_path, {**GOOD, **change}))
+    assert message in str(caught.value)
+
+
+def test_the_plan_runs_the_base_then_each_arm_by_seed(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, GOOD))
+    assert [run.name for run in planned_runs(spec)] == [
+        "base", "grpo-seed0", "grpo-seed1", "gigpo-seed0", "gigpo-seed1",
+    ]  # fmt: skip
+    assert checkpoint_points(100, 2) == [50, 100] and checkpoint_points(10, 3) == [4, 7, 10]
+
+
+def test_statistics() -> None:
+    mean, low, high = band([0.5, 0.7])
+    assert mean == pytest.approx(0.6) and low < 0.6 < high and high - mean == pytest.approx(mean - low)
+    assert band([0.3]) == (0.3, 0.3, 0.3)
+    assert paired_band([0.5, 0.7], [0.4, 0.6])[0] == pytest.approx(0.1)
+    assert paired_band([0.5, 0.7], [0.4, 0.6])[1] == pytest.approx(0.1)  # equal differences: no spread
+    assert steps_to_threshold([(0, 0.2), (50, 0.4), (100, 0.8)], 0.6) == pytest.approx(75.0)
+    assert steps_to_threshold([(0, 0.2), (100, 0.3)], 0.6) is None
+    censored = censored_steps([75.0, None, 50.0], budget=100.0)
+    assert censored == {"mean_lower_bound": pytest.approx(75.0), "censored": 1, "median": 75.0}
+    assert censored_steps([None, None, 10.0], budget=100.0)["median"] is None
+
+
+def test_outcome_counts_infra_failures_apart_and_scores_per_part() -> None:
+    rows = [
+        {"task_id": "a", "error": None, "success": True, "reward": 3.0},
+        {"task_id": "b", "error": None, "success": False, "reward": 1.0},
+        {"task_id": "c", "error": "sandbox died", "success": False, "reward": 0.0},
+    ]
+    found = outcome(rows, "per_part_success", parts=3)
+    assert found["value"] == pytest.approx(4 / 6) and found["infra_failures"] == 1 and found["tasks"] == 2
+    assert outcome(rows, "success_rate", parts=3)["value"] == pytest.approx(0.5)
+
+
+def record(
+    arm: str | None, seed: int | None, values: list[float], final: float, done: bool = True
+) -> dict[str, Any]:
+    points = [
+        {"checkpoint_env_steps": 50 * (i + 1), "env_steps": 50 * (i + 1), "train_step": i + 1,
+         "temperature": 0.7, "value": value}
+        for i, value in enumerate(values)
+    ]  # fmt: skip
+    return {"arm": arm, "seed": seed, "points": points, "env_steps": 50 * len(values), "wall_s": 1.0,
+            "decodings": [{"temperature": 0.0, "value": final}], "done": done}  # fmt: skip
+
+
+def test_the_summary_keeps_every_run_and_computes_the_named_statistics(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, GOOD))
+    decodings = [{"temperature": 0.7, "value": 0.2}, {"temperature": 0.0, "value": 0.3}]
+    base = {"points": [], "decodings": decodings, "done": True, "env_steps": 0, "wall_s": 1.0}
+    records = {
+        "base": base,
+        "grpo-seed0": record("grpo", 0, [0.3, 0.4], 0.45),
+        "grpo-seed1": record("grpo", 1, [0.2, 0.0], 0.05),  # collapsed: it stays in every number
+        "gigpo-seed0": record("gigpo", 0, [0.5, 0.7], 0.8),
+        "gigpo-seed1": None,  # not started
+    }
+    summary = summarise(spec, records)
+    assert summary["not_finished"] == ["gigpo-seed1"] and summary["finished"] == {"grpo": 2, "gigpo": 1}
+    vs_base, paired, steps = summary["statistics"]
+    assert vs_base["base_best"] == {"temperature": 0.0, "value": 0.3} and vs_base["values"] == [0.8]
+    assert paired["seeds"] == [0] and paired["difference"] == pytest.approx(
+        0.3
+    )  # 0.7 - 0.4 at the last point
+    assert steps["gigpo"]["per_seed"] == {"0": pytest.approx(50.0)}  # 0.5 first reached at its first point
+    assert steps["grpo"]["censored"] == 2 and steps["grpo"]["mean_lower_bound"] == 100.0
+    curve = summary["curves"]["grpo"]
+    assert [point["mean"] for point in curve] == pytest.approx([0.2, 0.25, 0.2])
+    shown = table(summary)
+    assert "gigpo-seed1 | | not started" in shown and "grpo-seed1 | 100 | 0.000" in shown
+    assert "gigpo minus grpo, paired by seed (1): +0.300" in shown
