@@ -129,3 +129,10 @@ def test_the_summary_keeps_every_run_and_computes_the_named_statistics(tmp_path:
     shown = table(summary)
     assert "gigpo-seed1 | | not started" in shown and "grpo-seed1 | 100 | 0.000" in shown
     assert "gigpo minus grpo, paired by seed (1): +0.300" in shown
+
+
+def test_the_example_study_of_docs_studies_md_is_well_posed(tmp_path: Path) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "studies.md").read_text()
+    example = page.split("`studies/<name>/study.yaml`:\n\n```text\n", 1)[1].split("```", 1)[0]
+    spec = load_spec(write(tmp_path, yaml.safe_load(example)))
+    assert [arm.name for arm in spec.arms] == ["grpo", "gigpo"] and len(spec.statistics) == 3
