@@ -13,8 +13,8 @@ context):
    SmolLM2-135M-Instruct at the config's temperature (seeded per request, as held-out evaluation plays).
    Per cell: the env turns each episode reached (summary turns counted apart), its stop reason, the share
    stopped by `max_tokens`, and the token segments per episode.
-2. **The update's cost**: the SmolLM2 episodes (swebench-local at 4,096, and calc-chain train chains at
-   T=0.5) made into the trainer's samples (`episode_to_samples`, one per segment; advantage 1 on every turn),
+2. **The update's cost**: the SmolLM2 episodes (the first `--update-episodes` of swebench-local at 4,096, and
+   calc-chain train chains at T=0.5) made into the trainer's samples (`episode_to_samples`, one per segment; advantage 1 on every turn),
    then one PPO update over them (`ppo_update`, the task config's update settings, a warm-up update first):
    samples, tokens (all, and sampled) and update seconds, each per episode.
 
@@ -234,13 +234,16 @@ async def calc_episodes(tasks_count: int) -> tuple[list[Episode], RunConfig]:
     return kept, base
 
 
-def update_cost(episodes: Sequence[Episode], config: RunConfig, temperature: float) -> dict[str, Any]:
-    """Part 2: per policy, the samples of its episodes and one timed PPO update over them."""
+def update_cost(
+    episodes: Sequence[Episode], config: RunConfig, temperature: float, limit: int
+) -> dict[str, Any]:
+    """Part 2: per policy, the samples of its first `limit` episodes and one timed PPO update over them."""
     model, tokenizer = load_model(config.model)
     optimizer, scheduler = make_optimizer(model, config.optim)
     policies = sorted({e.group_id.split(":")[0] for e in episodes}, key=list(POLICIES).index)
     by_policy = {
-        p: [e for e in episodes if e.group_id.split(":")[0] == p and not e.is_infra_failure] for p in policies
+        p: [e for e in episodes if e.group_id.split(":")[0] == p and not e.is_infra_failure][:limit]
+        for p in policies
     }
 
     def samples_of(chosen: Sequence[Episode]) -> list[TrainSample]:
@@ -288,6 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=10, help="swebench-local held-out tasks (10 in all)")
     parser.add_argument("--calc-tasks", type=int, default=16, help="calc-chain train chains for part 2")
+    parser.add_argument(
+        "--update-episodes", type=int, default=4, help="swebench-local episodes per policy in part 2's update"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     choose_allocator()
@@ -296,8 +302,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cells, swebench_kept, swebench_config = asyncio.run(swebench_cells(args.tasks))
     calc_kept, calc_config = asyncio.run(calc_episodes(args.calc_tasks))
     updates = {
-        "swebench-local": update_cost(swebench_kept, swebench_config, swebench_config.sampling.temperature),
-        "calc-chain": update_cost(calc_kept, calc_config, 0.5),
+        "swebench-local": update_cost(
+            swebench_kept, swebench_config, swebench_config.sampling.temperature, args.update_episodes
+        ),
+        "calc-chain": update_cost(calc_kept, calc_config, 0.5, args.calc_tasks),
     }
     report = {
         "command": " ".join(["bench/context_policies.py", *(argv if argv is not None else sys.argv[1:])]),
