@@ -13,10 +13,11 @@ context):
    SmolLM2-135M-Instruct at the config's temperature (seeded per request, as held-out evaluation plays).
    Per cell: the env turns each episode reached (summary turns counted apart), its stop reason, the share
    stopped by `max_tokens`, and the token segments per episode.
-2. **The update's cost**: the SmolLM2 episodes (the first `--update-episodes` of swebench-local at 4,096, and
-   calc-chain train chains at T=0.5) made into the trainer's samples (`episode_to_samples`, one per segment; advantage 1 on every turn),
-   then one PPO update over them (`ppo_update`, the task config's update settings, a warm-up update first):
-   samples, tokens (all, and sampled) and update seconds, each per episode.
+2. **The update's cost**: the SmolLM2 episodes (the first `--update-episodes` of swebench-local at 4,096,
+   and calc-chain train chains at T=0.5) made into the trainer's samples (`episode_to_samples`, one per
+   segment; advantage 1 on every turn), then one PPO update over them (`ppo_update`, the task config's update
+   settings with micro batches of 2 samples, so that four 4,000-token samples' logits never sit in memory
+   at once; a warm-up update first): samples, tokens (all, and sampled) and update seconds, per episode.
 
 What this is not: a learning comparison (nothing here trains for more than the timed update), or the
 calc-chain per-part success table (`bench/calc_chain_gonogo.py` with and without
@@ -264,7 +265,7 @@ def update_cost(
             samples,
             pad_id(tokenizer),
             config.loss,
-            config.update,
+            replace(config.update, micro_batch_size=2),
             temperature=temperature,
         )
         return time.perf_counter() - started
