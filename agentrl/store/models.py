@@ -6,7 +6,8 @@ What a turn sampled is kept for reading it token by token (revision 0008): each 
 decoded on its own (`token_pieces`) and the sampler's log-prob of each (`token_logprobs`, packed float32;
 `repository.pack_logprobs`), and (revision 0009) the trainer's log-prob of each under the weights the
 step's update started from (`trainer_logprobs`, packed alike; NULL where the update computed none); all
-are deferred, so only the readers that ask for them load them.
+are deferred, so only the readers that ask for them load them. Revision 0010 keeps each turn's token
+segment and, under a context policy other than `full`, a view of what its prompt held (`Turn.prompt_view`).
 `task_draws` holds one row per group a training step played: which task, why it was drawn or dropped, and
 (adaptive sampler) the task's Beta posterior at the draw; the adaptive sampler's posterior is rebuilt from
 these rows on resume. A tree rollout's branch (`Episode.parent_id` / `branch_turn`) keeps its parent's uid
@@ -112,6 +113,10 @@ class TurnRow(Base):
     tool_name: Mapped[str | None] = mapped_column(String(200))
     info: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the env's step info (e.g. exec results)
     finish_reason: Mapped[str | None] = mapped_column(String(10))  # the engine's: "stop" or "length"
+    # the token segment the turn's prompt continues (NULL: stored before revision 0010, read as 0) and what
+    # its prompt held under a context policy other than `full` (NULL otherwise; docs/context.md)
+    segment: Mapped[int | None]
+    prompt_view: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # each completion token's text, decoded alone (NULL: not recorded, e.g. stored before revision 0008)
     token_pieces: Mapped[list[str] | None] = mapped_column(JSON, deferred=True)
     # the sampler's log-prob of each completion token, little-endian float32 (NULL: not recorded)

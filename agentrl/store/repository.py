@@ -280,6 +280,8 @@ def _turn_row(
         tool_name=calls[0].name if calls else None,
         info=json_info(turn.info),
         finish_reason=turn.finish_reason,
+        segment=turn.segment,
+        prompt_view=dict(turn.prompt_view) if turn.prompt_view is not None else None,
         token_pieces=token_pieces(ids) if token_pieces is not None and ids else None,
         token_logprobs=pack_logprobs(turn.completion_logprobs) if turn.completion_logprobs else None,
         trainer_logprobs=pack_logprobs(trainer_logprobs) if trainer_logprobs else None,
@@ -485,8 +487,9 @@ def turn_dict(row: TurnRow) -> dict[str, Any]:
         "tool_name",
         "info",
         "finish_reason",
+        "prompt_view",
     )
-    return {column: getattr(row, column) for column in columns}
+    return {**{column: getattr(row, column) for column in columns}, "segment": row.segment or 0}
 
 
 OUTCOME_FIELDS = (

@@ -83,7 +83,7 @@ PageNumber = Annotated[int, Query(alias="page")]  # `page` is taken by the handl
 def create_app(url: str | None = None) -> FastAPI:
     """The viewer app over the store at `url` (default: $AGENTRL_DB_URL, else sqlite:///runs/agentrl.db)."""
     templates = environment()
-    templates.globals.update(signed=signed, sign=sign)
+    templates.globals.update(signed=signed, sign=sign, prompt_view_line=views.prompt_view_line)
     store_url = make_url(repository.resolve_url(url)).render_as_string(hide_password=True)
     templates.globals.update(store_url=store_url)  # for the `agentrl runs export` line
 

@@ -186,3 +186,22 @@ def anchor_groups(episodes: Iterable[Mapping[str, Any]]) -> dict[TurnRef, list[T
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
+
+
+def prompt_view_line(turn: Mapping[str, Any]) -> str:
+    """What a turn's prompt held under a context policy (its stored `prompt_view`, docs/context.md), in one
+    line: the policy, where the window's task came from, the turns shown and masked, the token segment."""
+    view = turn.get("prompt_view") or {}
+    shown = list(view.get("shown") or [])
+    parts = [f"prompt: {view.get('policy', '?')}"]
+    if view.get("task_turn") is not None:
+        parts.append(f"task from turn {view['task_turn']}'s observation")
+    if view.get("summary_turn") is not None:
+        parts.append(f"the summary of turn {view['summary_turn']}")
+    parts.append(f"turns {shown[0]}–{shown[-1]} shown" if shown else "no earlier turn shown")
+    if view.get("masked"):
+        parts.append("outputs of turns " + ", ".join(map(str, view["masked"])) + " masked")
+    if view.get("state_text"):
+        parts.append(f"state line: {view['state_text']}")
+    parts.append(f"token segment {turn.get('segment') or 0}")
+    return " · ".join(parts)

@@ -86,6 +86,8 @@ def test_round_trip(tmp_path: Path) -> None:
         "tool_name": "python",
         "info": {},
         "finish_reason": None,  # this hand-made Turn has none (the runner's carry the engine's)
+        "segment": 0,
+        "prompt_view": None,  # a `full` context: no view
     }
     assert (first["initial_state_key"], first["attempts"], first["first_observation"]) == ("s0", 1, None)
     assert loaded[2]["split"] == "eval" and loaded[2]["turns"][0]["advantage"] is None
@@ -168,4 +170,41 @@ def test_tree_branches_keep_their_parent_and_branch_turn(tmp_path: Path) -> None
     loaded = {episode["uid"]: episode for episode in load_episodes(store, run_id)}
     assert (loaded["root"]["parent_uid"], loaded["root"]["branch_turn"]) == (None, None)
     assert (loaded["branch"]["parent_uid"], loaded["branch"]["branch_turn"]) == ("root", 1)
+    close_store(store)
+
+
+def test_turns_keep_their_token_segment_and_prompt_view(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/runs.db")
+    run_id = create_run(store, "window", "calc-chain", {})
+    played = make_episode("windowed", [0.0, 1.0, 0.0])
+    view = {"policy": "window", "task_turn": 0, "shown": [], "masked": [], "state_text": "part 2 of 3"}
+    turns = (played.turns[0], replace(played.turns[1], segment=1, prompt_view=view), played.turns[2])
+    record_episodes(store, run_id, 1, "train", [replace(played, turns=turns)], None)
+    (loaded,) = load_episodes(store, run_id)
+    assert [turn["segment"] for turn in loaded["turns"]] == [0, 1, 0]
+    assert [turn["prompt_view"] for turn in loaded["turns"]] == [None, view, None]
+    close_store(store)
+
+
+def test_migration_0010_downgrades_and_upgrades_and_old_turns_read_as_segment_0(tmp_path: Path) -> None:
+    import sqlite3
+
+    from alembic import command
+
+    from agentrl.store.migrations import alembic_config, current, head
+
+    database = tmp_path / "runs.db"
+    store = open_store(f"sqlite:///{database}")
+    run_id = create_run(store, "old", "calc", {})
+    record_episodes(store, run_id, 1, "train", [make_episode("e", [0.0, 1.0])], None)
+    with store.engine.begin() as connection:
+        command.downgrade(alembic_config(connection), "0009")
+    close_store(store)
+    with sqlite3.connect(database) as conn:
+        columns = [row[1] for row in conn.execute("pragma table_info(turns)")]
+    assert "segment" not in columns and "prompt_view" not in columns
+    store = open_store(f"sqlite:///{database}")  # upgrades to the head again: the columns come back empty
+    assert current(store.engine) == head() == "0010"
+    (loaded,) = load_episodes(store, run_id)
+    assert [(t["segment"], t["prompt_view"]) for t in loaded["turns"]] == [(0, None), (0, None)]
     close_store(store)
