@@ -85,7 +85,8 @@ Resume = tuple[Path, checkpoint.CheckpointState]
 async def open_run(config: RunConfig, kind: str, resume: Resume | None = None) -> AsyncIterator[RunContext]:
     """Open everything a run needs and close it all, in reverse order, whatever happens. `kind` is "train"
     or "eval". Resuming reopens the checkpoint's run (same id and folder) and drops what it recorded after
-    the checkpoint."""
+    the checkpoint. The run's row ends `finished` or `failed` whatever happens, a run refused while it was
+    being opened (before its first step) included: the store never keeps a live row for a dead run."""
     store = open_store(config.store.url)
     if resume is None:
         run_dir = make_run_dir(config, kind)
@@ -94,30 +95,32 @@ async def open_run(config: RunConfig, kind: str, resume: Resume | None = None) -
         run_dir, run_id = resume[0].parents[1], resume[1].run_id
         resume_run(store, run_id, after_step=resume[1].step)
         trim_metrics_file(run_dir / "metrics.jsonl", after_step=resume[1].step)
-    status = "failed"
-    async with AsyncExitStack() as stack:
-        writer = stack.enter_context(StoreWriter(store))
-        client = await stack.enter_async_context(await open_client(stack, config, run_dir))
-        engine = build_engine(
-            config.engine,
-            config.model,
-            trains=kind == "train",
-            nproc=config.trainer.nproc,
-            async_mode=config.trainer.async_mode,
-        )
-        stack.push_async_callback(engine.aclose)
-        writer.token_pieces = tokenizer_pieces(engine.tokenizer)
-        sink = WandbSink.open(config.metrics, run_id, run_dir.name, run_dir, to_dict(config))
-        try:
-            player = choose_player(config.rollout)
-            yield RunContext(config, run_id, run_dir, engine, client, writer, store, sink, player=player)
-            status = "finished"
-        finally:
-            if sink is not None:
-                sink.close(status == "finished")
-            writer.flush()
-            finish_run(store, run_id, status)
-            export_run_events(store, run_id, run_dir / "tensorboard")
+    status = "failed"  # also when opening fails (a refused engine, an unreachable service): no live row
+    try:
+        async with AsyncExitStack() as stack:
+            writer = stack.enter_context(StoreWriter(store))
+            client = await stack.enter_async_context(await open_client(stack, config, run_dir))
+            engine = build_engine(
+                config.engine,
+                config.model,
+                trains=kind == "train",
+                nproc=config.trainer.nproc,
+                async_mode=config.trainer.async_mode,
+            )
+            stack.push_async_callback(engine.aclose)
+            writer.token_pieces = tokenizer_pieces(engine.tokenizer)
+            sink = WandbSink.open(config.metrics, run_id, run_dir.name, run_dir, to_dict(config))
+            try:
+                player = choose_player(config.rollout)
+                yield RunContext(config, run_id, run_dir, engine, client, writer, store, sink, player=player)
+                status = "finished"
+            finally:
+                if sink is not None:
+                    sink.close(status == "finished")
+                writer.flush()
+    finally:
+        finish_run(store, run_id, status)
+        export_run_events(store, run_id, run_dir / "tensorboard")
 
 
 def resume_point(config: RunConfig) -> Resume | None:

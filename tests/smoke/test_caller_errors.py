@@ -85,3 +85,31 @@ def test_train_with_a_wrong_token_stops_with_the_401(
     assert_stopped_by_the_401(result, "train")
     assert refused_requests(service) == 1
     assert seconds < 300
+
+
+def test_a_run_refused_while_it_opens_leaves_a_failed_row_not_a_live_one(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    """`engine.kind=openai` cannot train: the CLI stops with the message, and the run row it had created is
+    `failed`, so `agentrl runs ls` and the viewer never show a dead run as live (issue 55)."""
+    from agentrl.store.repository import close_store, list_runs, open_store
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    args = [
+        "train",
+        "--task",
+        "calc",
+        "engine.kind=openai",
+        f"runs_dir={tmp_path / 'runs'}",
+        f"store.url={url}",
+    ]
+    result = subprocess.run(
+        AGENTRL + args, cwd=repo_root, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "AGENTRL_DB_URL": ""},
+    )  # fmt: skip
+    assert result.returncode == 2 and "can evaluate but not train" in result.stderr
+    store = open_store(url)
+    try:
+        assert [run["status"] for run in list_runs(store)] == ["failed"]
+    finally:
+        close_store(store)
