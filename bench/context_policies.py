@@ -173,7 +173,9 @@ async def play_scripted(config: RunConfig, ctx: Any, tasks: Sequence[Mapping[str
     return await run_concurrently(one(index, task) for index, task in enumerate(tasks))
 
 
-async def swebench_cells(tasks_count: int) -> tuple[list[dict[str, Any]], list[Episode], RunConfig]:
+async def swebench_cells(
+    tasks_count: int, contexts: Sequence[int] = CONTEXTS, agents: Sequence[str] = ("scripted", "smollm2")
+) -> tuple[list[dict[str, Any]], list[Episode], RunConfig]:
     """Part 1; also the SmolLM2 episodes at `UPDATE_CONTEXT` per policy (for part 2) and the config."""
     base = load_config(
         "swebench", [f"name=context-{time.strftime('%Y%m%d-%H%M%S')}", "runs_dir=runs/context", *SWEBENCH]
@@ -183,10 +185,10 @@ async def swebench_cells(tasks_count: int) -> tuple[list[dict[str, Any]], list[E
     kept: list[Episode] = []
     async with open_run(base, "eval") as ctx:
         for policy in POLICIES:
-            for context in CONTEXTS:
+            for context in contexts:
                 config = load_config("swebench", [*SWEBENCH, *policy_overrides(policy, context)])
                 run = replace(ctx, config=replace(ctx.config, rollout=config.rollout))
-                for agent in ("scripted", "smollm2"):
+                for agent in agents:
                     started = time.perf_counter()
                     if agent == "scripted":
                         episodes = await play_scripted(run.config, run, tasks)
@@ -296,10 +298,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--update-episodes", type=int, default=4, help="swebench-local episodes per policy in part 2's update"
     )
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--update-only",
+        action="store_true",
+        help="part 2 alone, its episodes played again, into the existing --out (its part 1 kept)",
+    )
     args = parser.parse_args(argv)
     choose_allocator()
     torch.manual_seed(0)
     started = time.perf_counter()
+    if args.update_only:
+        return update_only(args, argv, started)
     cells, swebench_kept, swebench_config = asyncio.run(swebench_cells(args.tasks))
     calc_kept, calc_config = asyncio.run(calc_episodes(args.calc_tasks))
     updates = {
@@ -319,6 +328,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall_s": round(time.perf_counter() - started, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+def update_only(args: argparse.Namespace, argv: Sequence[str] | None, started: float) -> int:
+    """Part 2 in a run of its own (the machine to itself), its episodes played again as in the full run
+    (the same seeds and tasks), written into the `update` of the existing results file."""
+    report = json.loads(args.out.read_text())
+    _, swebench_kept, swebench_config = asyncio.run(
+        swebench_cells(args.update_episodes, contexts=(UPDATE_CONTEXT,), agents=("smollm2",))
+    )
+    calc_kept, calc_config = asyncio.run(calc_episodes(args.calc_tasks))
+    report["update"] = {
+        "swebench-local": update_cost(
+            swebench_kept, swebench_config, swebench_config.sampling.temperature, args.update_episodes
+        ),
+        "calc-chain": update_cost(calc_kept, calc_config, 0.5, args.calc_tasks),
+    }
+    report["update_run"] = {
+        "command": " ".join(["bench/context_policies.py", *(argv if argv is not None else sys.argv[1:])]),
+        "commit": code_version(),
+        "cpu_flags": {flag: flag in cpu_flags() for flag in FLAGS},
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     return 0
 
