@@ -7,7 +7,7 @@ after, `make_learner` (model loading, LoRA, FSDP2-sharded copies with `trainer.n
 (rank 0's samples broadcast, the update in a worker thread), `save_checkpoint_if_due`, `log_metrics`. What
 differs from RL is only the data and the loss: the demonstrations `agentrl demos` wrote (`sft.demos`),
 checked against this run (`demos.check_demos`: same env and tokenizer, no held-out task), laid out by
-`sft_update.sft_sample` (the `concat` sample RL trains on, loss on the assistant tokens only), `sft.epochs`
+`sft_update.sft_samples` (the `concat` samples RL trains on, loss on the assistant tokens only), `sft.epochs`
 seeded passes of `sft.batch_size` demonstrations per optimiser step, and the NLL loss
 (`sft_update.sft_update`, through `update.loss_step`). The learning rate is
 `sft.lr`; KL, entropy and importance terms are off.
@@ -42,7 +42,7 @@ from agentrl.trainer.run import (
     pad_id,
     save_final_weights,
 )
-from agentrl.trainer.sft_update import sft_sample, sft_schedule, sft_update
+from agentrl.trainer.sft_update import sft_samples, sft_schedule, sft_update
 from agentrl.trainer.step import Learner, WeightsOut, make_learner, publish_weights
 from agentrl.trainer.update import UpdateResult
 
@@ -142,7 +142,7 @@ class SFTSeat(RunOwner):
 
     def __post_init__(self) -> None:
         config = self.ctx.config
-        laid_out = [sft_sample(e, config.rollout.max_context_tokens) for e in self.demos.episodes]
+        laid_out = [s for e in self.demos.episodes for s in sft_samples(e, config.rollout.max_context_tokens)]
         self.samples = [sample for sample in laid_out if sample.num_sampled_tokens]
         self.schedule = sft_schedule(
             len(self.samples), config.sft.epochs, config.sft.batch_size, config.train.seed

@@ -3,7 +3,8 @@ on them through the update path `agentrl train` uses.
 
 What this is: `sft_sample` (one demonstration episode as the trainer's `TrainSample`: the same `concat`
 layout and loss mask as RL's, laid out by `samples.episode_to_sample`, with the completions of invalid turns
-left out of the loss), `sft_schedule` (which demonstrations each optimiser step trains on), `nll_loss` (the
+left out of the loss) and `sft_samples` (one per token segment, for demonstrations played under a context
+policy), `sft_schedule` (which demonstrations each optimiser step trains on), `nll_loss` (the
 micro batch's negative log-likelihood of its sampled tokens) and `sft_update` (one optimiser step:
 `update.loss_step` with that loss, so micro batching, shared-prefix packs, FSDP2's data-parallel scaling,
 clipping and metrics are `ppo_update`'s).
@@ -30,7 +31,13 @@ from agentrl.cpu import native_cpu_bf16
 from agentrl.trainer.configs import Aggregation, OptimConfig, UpdateConfig
 from agentrl.trainer.losses import aggregate
 from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
-from agentrl.trainer.samples import TrainSample, along_columns, column_ids, episode_to_sample
+from agentrl.trainer.samples import (
+    TrainSample,
+    along_columns,
+    column_ids,
+    episode_to_sample,
+    episode_to_samples,
+)
 from agentrl.trainer.shared_prefix import pack_logits, pack_token_logprobs
 from agentrl.trainer.update import loss_step
 from agentrl.types import Episode
@@ -44,7 +51,18 @@ def sft_sample(episode: Episode, max_length: int) -> TrainSample:
     and few-shot examples, so with `update.shared_prefix` the update runs that prefix once per pack of
     demonstrations (`samples.plan_packs`), as it does for the members of an RL group."""
     weights = [0.0 if turn.invalid else 1.0 for turn in episode.turns]
-    sample = episode_to_sample(episode, weights, max_length)
+    return as_demonstrated(episode_to_sample(episode, weights, max_length), episode)
+
+
+def sft_samples(episode: Episode, max_length: int) -> list[TrainSample]:
+    """`sft_sample` per token segment: a demonstration played under a context policy (`rollout.context`)
+    or by a harness holds several sequences, each trained as the engine would have seen it
+    (`episode_to_samples`); one segment gives `[sft_sample(episode, max_length)]`."""
+    weights = [0.0 if turn.invalid else 1.0 for turn in episode.turns]
+    return [as_demonstrated(sample, episode) for sample in episode_to_samples(episode, weights, max_length)]
+
+
+def as_demonstrated(sample: TrainSample, episode: Episode) -> TrainSample:
     trained = sample.loss_mask * (sample.advantages > 0).to(sample.loss_mask.dtype)
     return dataclasses.replace(
         sample,

@@ -310,3 +310,20 @@ def test_rejection_sampling_takes_successful_training_episodes_of_train_tasks_on
     assert run_plays(config, run_id, train_tasks(config))[0].task["id"] == "a"
     with pytest.raises(ConfigError, match="no run with that id or name"):
         run_plays(config, "nope", train_tasks(config))
+
+
+def test_a_demonstration_of_several_segments_trains_each_as_the_engine_saw_it() -> None:
+    """A demonstration played under a context policy (`rollout.context`) holds several token sequences:
+    `sft_samples` lays out one per segment, whose first turn holds its whole prompt."""
+    from dataclasses import replace
+
+    from agentrl.trainer.sft_update import sft_samples
+
+    demo = episode()
+    assert [len(s.input_ids) for s in sft_samples(demo, 100)] == [len(sft_sample(demo, 100).input_ids)]
+    turns = list(demo.turns)
+    turns[-1] = replace(turns[-1], segment=1, prompt_ids=(*turns[0].prompt_ids, *turns[-1].prompt_ids))
+    samples = sft_samples(replace(demo, turns=tuple(turns)), 100)
+    assert len(samples) == 2
+    assert samples[1].input_ids.tolist() == [*turns[-1].prompt_ids, *turns[-1].completion_ids]
+    assert samples[1].loss_mask.sum() == (0 if turns[-1].invalid else len(turns[-1].completion_ids))
