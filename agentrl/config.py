@@ -40,7 +40,11 @@ CONFIG_DIR = Path("configs")
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Which registered env to run, and its constructor keyword arguments (passed to the service)."""
+    """Which registered env to run, and its constructor keyword arguments (passed to the service).
+
+    id:     a registered env id (`agentrl envs list`), e.g. "agentrl/Calc-v0"
+    kwargs: keyword arguments of the env's constructor, e.g. {"parts": 3}
+    """
 
     id: str = ""
     kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -50,6 +54,10 @@ class EnvConfig:
 class TasksConfig:
     """Where task records come from (`tasks/<suite>/<split>.jsonl`), and how each step's tasks are drawn.
 
+    suite:       the task suite: a folder of `root` (or of the env plugin that ships it)
+    root:        where task suites are looked for first
+    train_split: the split training draws its tasks from
+    eval_split:  the split held-out evaluation plays (its first `eval.num_tasks` tasks)
     sampler: "uniform" (`train.tasks_per_step` distinct tasks, a pure function of (train.seed, step)),
              "filtered" (uniform, then groups whose returns are all equal are dropped and replaced by extra
              groups: `filter`), or "adaptive" (tasks drawn for their expected signal p(1-p) under a
@@ -72,6 +80,10 @@ class TasksConfig:
 @dataclass(frozen=True)
 class CreditConfig:
     """The advantage estimator (a key of `agentrl.credit.ESTIMATORS`) and its keyword options.
+
+    estimator: grpo, drgrpo, rloo, mc_grpo, gdpo, gigpo, hgpo, salt, igpo or tree_grpo (docs/credit.md)
+    options:   the estimator's own options, e.g. {"gamma": 0.95} (its typed config names them)
+    answer:    IGPO's teacher-forced answer measurement (used only by igpo)
 
     Options may be given flat (`credit.gamma=0.95`) or nested (`credit.options.gamma=0.95`); both land in
     `options` as given (and are saved so) and are built once, when the run config is built, into the
@@ -99,6 +111,10 @@ class CreditConfig:
 class TrainConfig:
     """The outer loop: how many steps, and how many episodes each step collects.
 
+    steps:           training steps (each: rollouts, credit, one update); the env-step budget may end sooner
+    tasks_per_step:  tasks drawn per step, each played as one group
+    group_size:      episodes per task (the group credit compares; a tree's leaves with rollout.tree)
+    seed:            the seed of the task draws and the rollouts' env seeds
     env_step_budget: 0 = off; N > 0 = the run ends after the first step at which the env steps of its
            training rollouts since step 1 reach N (`steps` still caps the run). An env step is a turn an
            env played (`agentrl.trainer.samples.env_steps_of`: a tree branch's copied prefix turns count
@@ -138,8 +154,9 @@ class TrainerConfig:
            evaluation) with an engine of its own, against the same env service; rank 0 still draws the
            tasks, credits, records and stores; the gathered weights go into every rank's engine. On by
            default, for ranks with devices of their own; on one 2-core CPU host `bench/dp_rollout.py`
-           measured only ~1.15x over rank 0 alone (docs/scaling.md). false: rank 0 plays every
-           episode while the other ranks wait (they then hold no engine: one model copy less per rank).
+           measured only ~1.15x over rank 0 alone (docs/scaling.md, `bench/results/dp_rollout.json`).
+           false: rank 0 plays every episode while the other ranks wait (they then hold no engine: one
+           model copy less per rank).
            Ranks on several nodes need a `service.url` that every node reaches (`trainer/dp_rollouts.py`).
     checkpoint_every: save a resumable checkpoint (weights, optimiser, schedule, RNG, step) every this many
            steps into runs/<run>/checkpoints/ (0: only the final weights); with nproc > 1 every rank
@@ -202,6 +219,9 @@ class TrainerConfig:
 class EvalConfig:
     """Held-out evaluation on the first `num_tasks` tasks of the eval split.
 
+    num_tasks:   held-out tasks per evaluation (the first ones of `tasks.eval_split`)
+    before:      evaluate before the first training step
+    after:       evaluate after the last one
     temperature: 0 decodes greedily; above 0 samples with a fixed seed (e.g. at the training temperature,
                  to measure the policy that is being trained).
     """
@@ -249,14 +269,23 @@ class ServiceConfig:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """The run store. With no `url`: $AGENTRL_DB_URL, else sqlite:///runs/agentrl.db."""
+    """The run store.
+
+    url: a SQLAlchemy URL (sqlite:///PATH or postgresql://...); None: $AGENTRL_DB_URL, else
+         sqlite:///runs/agentrl.db
+    """
 
     url: str | None = None
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything one `agentrl train` / `agentrl eval` run needs."""
+    """Everything one `agentrl train` / `agentrl eval` run needs.
+
+    task:     the task's name (set from `--task` when the file does not say)
+    name:     the run's name (its folder under `runs_dir` and its name in the store); None: TASK-KIND-TIME
+    runs_dir: where run folders (config, metrics, checkpoints, final weights) are written
+    """
 
     task: str = ""
     name: str | None = None

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from agentrl.cli import db, demos, envs, eval, fleet, runs, sandbox, serve, sft, study, train, ui
+from agentrl.cli import config, db, demos, envs, eval, fleet, runs, sandbox, serve, sft, study, train, ui
 from agentrl.errors import AgentRLError, EnvPluginError
 from agentrl.memory import choose_allocator
 
@@ -38,6 +38,7 @@ SUBCOMMANDS = {
     "serve": serve,
     "fleet": fleet,
     "study": study,
+    "config": config,
 }
 
 

@@ -55,7 +55,14 @@ class LossConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    """AdamW and its schedule. `grad_clip` <= 0 disables clipping; `warmup_steps` ramps the lr linearly."""
+    """AdamW and its schedule.
+
+    lr:           the learning rate (after warm-up)
+    weight_decay: AdamW's decoupled weight decay
+    betas:        AdamW's (beta1, beta2)
+    grad_clip:    the global gradient norm is clipped to this; <= 0 disables clipping
+    warmup_steps: optimiser steps over which the lr ramps up linearly from lr / warmup_steps; 0: none
+    """
 
     lr: float = 1e-6
     weight_decay: float = 0.0
