@@ -76,9 +76,11 @@ import numpy as np
 
 from agentrl.config import RunConfig, load_config
 from agentrl.cpu import cpu_flags
-from agentrl.evidence import evaluations_of
+from agentrl.evidence import commit_of, evaluations_of
 from agentrl.memory import choose_allocator
 from agentrl.store.repository import load_episodes
+from agentrl.study.report import plot as study_plot
+from agentrl.study.stats import T95, band, steps_to_threshold
 from agentrl.tasks import load_tasks
 from agentrl.trainer import distributed
 from agentrl.trainer.run import (
@@ -111,7 +113,6 @@ MEASURED: dict[str, tuple[float, float, float]] = {
     "calc-chain": (175.0, 155.0, 168.0),
 }
 # two-sided 95% Student-t quantiles by degrees of freedom (no scipy in the venv); 1.96 beyond the table
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
 @dataclass(frozen=True)
@@ -486,16 +487,6 @@ async def evaluate_base(study: StudyConfig) -> dict[str, Any]:
     return point
 
 
-def band(values: Sequence[float]) -> tuple[float, float, float]:
-    """(mean, low, high) with a two-sided 95% Student-t interval; a single value has a zero-width band."""
-    array = np.asarray(values, dtype=np.float64)
-    mean = float(array.mean())
-    if array.size < 2:
-        return mean, mean, mean
-    half = T95.get(array.size - 1, 1.96) * float(array.std(ddof=1)) / math.sqrt(array.size)
-    return mean, mean - half, mean + half
-
-
 def base_value(base: Mapping[str, Any], metric: str) -> float:
     """The starting model's value: the mean of its evaluations (`base["repeats"]`, else the one)."""
     repeats = base.get("repeats") or [base]
@@ -525,18 +516,6 @@ def mean_curve(
             }
         )
     return points
-
-
-def steps_to_threshold(curve: Sequence[tuple[float, float]], threshold: float) -> float | None:
-    """The first env-step count at which a (env steps, value) curve reaches `threshold`, linear between
-    points (the credit gym's `steps_to_threshold`); None if it never does."""
-    for index, (x, y) in enumerate(curve):
-        if y >= threshold:
-            if index == 0:
-                return float(x)
-            x0, y0 = curve[index - 1]
-            return float(x0 + (threshold - y0) / (y - y0) * (x - x0))
-    return None
 
 
 def threshold_ratio(
@@ -706,25 +685,7 @@ def summarise(
 
 def plot(curves: Mapping[str, Sequence[Mapping[str, float]]], path: Path, title: str) -> None:
     """Mean held-out success vs env steps, one line and a 95% band per estimator."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6.4, 4.2))
-    for name, curve in curves.items():
-        x = [point["env_steps"] for point in curve]
-        axes.plot(x, [point["mean"] for point in curve], marker="o", label=name)
-        axes.fill_between(x, [p["low"] for p in curve], [p["high"] for p in curve], alpha=0.2)
-    axes.set_xlabel("environment steps (assistant turns)")
-    axes.set_ylabel("held-out success rate")
-    axes.set_ylim(-0.02, 1.02)
-    axes.set_title(title, fontsize=9)
-    axes.legend()
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    study_plot(curves, path, title, "held-out success rate")
 
 
 def estimate_wall_s(
@@ -784,17 +745,9 @@ def kept_or_run(study: StudyConfig, name: str, argv: list[str], arm: Arm | None 
 
 
 def code_version() -> str:
-    """The commit this checkout is at, with "+dirty" when tracked files differ from it ("unknown" outside
-    git): recorded with each kept run, since a study may span sessions and commits."""
-    here = Path(__file__).resolve().parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=here, capture_output=True).returncode
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + ("+dirty" if dirty else "")
+    """The commit this checkout is at, with "+dirty" when tracked files differ ("unknown" outside git):
+    recorded with each kept run, since a study may span sessions and commits."""
+    return commit_of(Path(__file__).resolve().parent)
 
 
 def run_child(kind: str, study: StudyConfig, out: Path, arm: Arm | None = None) -> None:

@@ -14,12 +14,12 @@ named them before it ran.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentrl.evidence import commit_of
 from agentrl.study.runner import BASE, Layout, planned_runs, read_record
 from agentrl.study.spec import Statistic, StudySpec, load_spec
 from agentrl.study.stats import band, censored_steps, paired_band, steps_to_threshold
@@ -199,19 +199,6 @@ def statistic_line(item: Mapping[str, Any]) -> str:
     return f"env steps to {item['threshold']:g}: " + ", ".join(parts)
 
 
-def code_version(where: Path) -> str:
-    """The commit the checkout at `where` is at, with "+dirty" when tracked files differ ("unknown" outside
-    git): recorded with a report, since a study may span sessions and commits."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=where, capture_output=True).returncode
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return commit + ("+dirty" if dirty else "")
-
-
 def plot(curves: Mapping[str, Sequence[Mapping[str, float]]], path: Path, title: str, ylabel: str) -> None:
     """The mean value against env steps, one line and a 95% band per arm."""
     import matplotlib
@@ -243,7 +230,7 @@ def report(layout: Layout, pages: Sequence[Path] = ()) -> dict[str, Any]:
     records = {run.name: read_record(layout, run.name) for run in planned_runs(spec)}
     summary = {
         **summarise(spec, records),
-        "commit": code_version(layout.root.resolve()),
+        "commit": commit_of(layout.root.resolve()),
         "cpu_flags": sorted(cpu_flags() & {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}),
         "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }

@@ -116,7 +116,8 @@ def test_a_trees_env_steps_count_each_shared_turn_once_and_no_fork() -> None:
     from types import SimpleNamespace
 
     def episode(turns: int, parent: str | None = None, branch_turn: int | None = None) -> SimpleNamespace:
-        return SimpleNamespace(turns=[None] * turns, parent_id=parent, branch_turn=branch_turn)
+        played = SimpleNamespace(is_summary=False)  # an env turn (a summary turn is no env step)
+        return SimpleNamespace(turns=[played] * turns, parent_id=parent, branch_turn=branch_turn)
 
     root, branch, deeper = episode(9), episode(9, "root", 1), episode(9, "branch", 3)
     assert credit_study.env_steps_of([root, branch, deeper]) == 9 + 8 + 6
