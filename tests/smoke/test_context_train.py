@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentrl.store.repository import close_store, list_runs, load_episodes, load_metrics, open_store
+from stored_runs import finished_run
 
 COMMON = (
     "engine.kind=cached",
@@ -54,14 +54,7 @@ def train(
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    store = open_store(url)
-    try:
-        (run,) = [run for run in list_runs(store) if run["name"] == name]
-        assert run["status"] == "finished"
-        episodes = load_episodes(store, run["id"])
-        metrics = {row["name"]: row["value"] for row in load_metrics(store, run["id"]) if row["step"] == 1}
-    finally:
-        close_store(store)
+    episodes, metrics = finished_run(url, name)
     return episodes, metrics
 
 
@@ -93,7 +86,9 @@ def test_a_sliding_window_with_trees_trains_each_window_as_a_sample(
         parent = by_uid[str(branch["parent_uid"])]
         copied = int(branch["branch_turn"])
         for field in ("segment", "prompt_view", "text"):
-            assert [t[field] for t in branch["turns"][:copied]] == [t[field] for t in parent["turns"][:copied]]
+            assert [t[field] for t in branch["turns"][:copied]] == [
+                t[field] for t in parent["turns"][:copied]
+            ]
 
 
 def test_summaries_are_trained_turns_the_env_never_plays(

@@ -37,9 +37,9 @@ from typing import Any
 
 import pytest
 from safetensors.torch import load_file
+from stored_runs import finished_run
 
 from agentrl.agent.tree import BRANCH_INFO_KEYS
-from agentrl.store.repository import close_store, list_runs, load_episodes, load_metrics, open_store
 
 PACK_SPY = """
 import json, sys
@@ -128,14 +128,7 @@ def train(repo_root: Path, tmp_path: Path, model: Path, name: str, *overrides: s
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    store = open_store(url)
-    try:
-        (run,) = [run for run in list_runs(store) if run["name"] == name]
-        assert run["status"] == "finished"
-        episodes = load_episodes(store, run["id"])
-        metrics = {row["name"]: row["value"] for row in load_metrics(store, run["id"]) if row["step"] == 1}
-    finally:
-        close_store(store)
+    episodes, metrics = finished_run(url, name)
     calls = [json.loads(line) for line in packs.read_text().splitlines()]
     return Trained(episodes, metrics, calls, tmp_path / "runs" / name)
 

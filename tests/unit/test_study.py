@@ -1,5 +1,5 @@
 """`agentrl.study`: the study file's checks (each error names the fix), the statistics and the summary made
-from hand-written run records (pure logic: no training; tests/smoke/test_study_cli.py runs a study for real)."""
+from hand-written run records (pure logic, no training; tests/smoke/test_study_cli.py runs a real study)."""
 
 from __future__ import annotations
 
