@@ -49,9 +49,10 @@ def add_parser(commands: Any) -> None:
 
 
 def list_command(args: argparse.Namespace) -> int:
-    from agentrl.store.repository import list_runs, load_metrics
+    from agentrl.store.repository import list_runs, load_metrics, mark_dead_runs
 
     with _store(args.db) as store:
+        mark_dead_runs(store)  # a run whose process died on this host is shown "killed", not live
         rows = [(run, load_metrics(store, run["id"])) for run in list_runs(store)]
     print(format_run_table(rows))
     return 0

@@ -7,7 +7,8 @@ decoded on its own (`token_pieces`) and the sampler's log-prob of each (`token_l
 `repository.pack_logprobs`), and (revision 0009) the trainer's log-prob of each under the weights the
 step's update started from (`trainer_logprobs`, packed alike; NULL where the update computed none); all
 are deferred, so only the readers that ask for them load them. Revision 0010 keeps each turn's token
-segment and, under a context policy other than `full`, a view of what its prompt held (`Turn.prompt_view`).
+segment and, under a context policy other than `full`, a view of what its prompt held (`Turn.prompt_view`);
+revision 0011 each run's pid and host, by which a run whose process died is marked "killed".
 `task_draws` holds one row per group a training step played: which task, why it was drawn or dropped, and
 (adaptive sampler) the task's Beta posterior at the draw; the adaptive sampler's posterior is rebuilt from
 these rows on resume. A tree rollout's branch (`Episode.parent_id` / `branch_turn`) keeps its parent's uid
@@ -50,6 +51,10 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(20))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # the process that created or resumed the run (revision 0011; NULL before): a "running" run whose
+    # process is gone from its host is marked "killed" when runs are listed there (`mark_dead_runs`)
+    pid: Mapped[int | None]
+    host: Mapped[str | None] = mapped_column(String(255))
 
 
 class EpisodeRow(Base):

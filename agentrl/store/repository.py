@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import socket
 import sys
 import uuid
 from array import array
@@ -126,9 +127,41 @@ def _safe_url(url: str) -> str:
 def create_run(store: Store, name: str, task: str, config: Mapping[str, Any]) -> str:
     """Insert a run with status "running"; return its id (uuid4 hex)."""
     run_id = uuid.uuid4().hex
+    pid, host = this_process()
     with _transaction(store, f"creating run {name!r}") as session:
-        session.add(Run(id=run_id, name=name, task=task, config=dict(config), status="running"))
+        session.add(
+            Run(id=run_id, name=name, task=task, config=dict(config), status="running", pid=pid, host=host)
+        )
     return run_id
+
+
+def this_process() -> tuple[int, str]:
+    """(pid, host name) of this process: what a run records of the process that runs it."""
+    return os.getpid(), socket.gethostname()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (one of another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def mark_dead_runs(store: Store, alive: Callable[[int], bool] = process_alive) -> list[str]:
+    """Mark "killed" every run still "running" whose process, on this host, is gone (killed by a signal or
+    the OOM killer before it could finish its row); the ids so marked. Runs of other hosts, and runs stored
+    before their pid was kept, are left as they are (nothing here can tell)."""
+    host = socket.gethostname()
+    with _transaction(store, "marking runs whose process died") as session:
+        running = session.scalars(select(Run).where(Run.status == "running", Run.host == host))
+        dead = [run for run in running if run.pid is not None and not alive(run.pid)]
+        for run in dead:
+            run.status, run.finished_at = "killed", utc_now()
+        return [run.id for run in dead]
 
 
 def resume_run(store: Store, run_id: str, after_step: int) -> None:
@@ -147,6 +180,7 @@ def resume_run(store: Store, run_id: str, after_step: int) -> None:
             delete(TaskDrawRow).where(TaskDrawRow.run_id == run_id, TaskDrawRow.step > after_step)
         )
         run.status, run.finished_at = "running", None
+        run.pid, run.host = this_process()
 
 
 def finish_run(store: Store, run_id: str, status: str) -> None:

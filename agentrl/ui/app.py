@@ -182,6 +182,7 @@ def order_params(window: pages.Window) -> dict[str, str]:
 
 
 def runs_context(store: repository.Store, window: pages.Window = RUNS_WINDOW) -> dict[str, Any]:
+    repository.mark_dead_runs(store)  # a run whose process died on this host is listed "killed", not live
     runs, total = pages.runs_page(store, window, views.HELD_OUT_SUCCESS)
     rows = [
         {

@@ -47,7 +47,7 @@ def schema_diff(engine: Engine) -> list[object]:
 
 def test_sqlite_is_created_by_the_migrations(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path}/runs.db")
-    assert current(store.engine) == head() == "0010"
+    assert current(store.engine) == head() == "0011"
     assert schema_diff(store.engine) == []
     record_sample_run(store)
     assert count_rows(store) == SAMPLE_ROWS
@@ -63,7 +63,7 @@ def test_a_store_from_before_alembic_is_adopted(tmp_path: Path) -> None:
     assert "alembic_version" not in inspect(engine).get_table_names()
     engine.dispose()
     store = open_store(url)  # stamped 0001, then upgraded
-    assert current(store.engine) == head() == "0010" and schema_diff(store.engine) == []
+    assert current(store.engine) == head() == "0011" and schema_diff(store.engine) == []
     record_sample_run(store)
     assert count_rows(store)["runs"] == 1
     close_store(store)
@@ -75,7 +75,7 @@ def test_db_cli_upgrades_and_reports(tmp_path: Path) -> None:
         AGENTRL + ["db", "current", "--url", url], capture_output=True, text=True, timeout=120
     )
     assert before.returncode == 0, before.stderr
-    assert "at revision (none) (head: 0010)" in before.stdout
+    assert "at revision (none) (head: 0011)" in before.stdout
     upgraded = subprocess.run(
         AGENTRL + ["db", "upgrade", "--url", url], capture_output=True, text=True, timeout=120
     )

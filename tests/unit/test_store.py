@@ -204,7 +204,31 @@ def test_migration_0010_downgrades_and_upgrades_and_old_turns_read_as_segment_0(
         columns = [row[1] for row in conn.execute("pragma table_info(turns)")]
     assert "segment" not in columns and "prompt_view" not in columns
     store = open_store(f"sqlite:///{database}")  # upgrades to the head again: the columns come back empty
-    assert current(store.engine) == head() == "0010"
+    assert current(store.engine) == head() == "0011"
     (loaded,) = load_episodes(store, run_id)
     assert [(t["segment"], t["prompt_view"]) for t in loaded["turns"]] == [(0, None), (0, None)]
+    close_store(store)
+
+
+def test_a_run_whose_process_died_is_marked_killed_when_runs_are_listed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from agentrl.store.repository import mark_dead_runs
+
+    store = open_store(f"sqlite:///{tmp_path}/runs.db")
+    live = create_run(store, "live", "calc", {})  # this process: alive
+    gone = create_run(store, "gone", "calc", {})
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead_pid = int(ended.stdout)  # a process that has exited: its pid names no process now
+    with store.engine.begin() as connection:
+        connection.exec_driver_sql("UPDATE runs SET pid = ? WHERE id = ?", (dead_pid, gone))
+    finished = create_run(store, "done", "calc", {})
+    finish_run(store, finished, "finished")
+    assert mark_dead_runs(store, alive=lambda pid: pid != dead_pid) == [gone]
+    statuses = {run["id"]: run["status"] for run in list_runs(store)}
+    assert statuses == {live: "running", gone: "killed", finished: "finished"}
+    assert mark_dead_runs(store) == []  # marked once
     close_store(store)

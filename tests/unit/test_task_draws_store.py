@@ -54,7 +54,7 @@ def test_db_upgrade_creates_the_task_draws_table(tmp_path: Path, repo_root: Path
         AGENTRL + ["db", "upgrade", "--url", url], capture_output=True, text=True, timeout=120, env=env
     )
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "(head: 0010)" in upgraded.stdout  # 0003 made task_draws; later revisions keep it
+    assert "(head: 0011)" in upgraded.stdout  # 0003 made task_draws; later revisions keep it
     with sqlite3.connect(tmp_path / "store.db") as conn:
         columns = [row[1] for row in conn.execute("pragma table_info(task_draws)")]
         indexes = [row[1] for row in conn.execute("pragma index_list(task_draws)")]

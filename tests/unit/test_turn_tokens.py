@@ -166,7 +166,7 @@ def test_migration_0008_downgrades_and_upgrades_and_old_turns_read_as_not_record
         columns = [row[1] for row in conn.execute("pragma table_info(turns)")]
     assert "token_pieces" not in columns and "token_logprobs" not in columns
     store = open_store(url)  # upgrades to the head again: the columns come back empty
-    assert current(store.engine) == head() == "0010"
+    assert current(store.engine) == head() == "0011"
     episode = next(e for e in load_episodes(store, run_id) if e["num_turns"])
     loaded = pages.load_episode(store, run_id, episode["id"])
     assert loaded is not None and all(
@@ -193,7 +193,7 @@ def test_migration_0009_downgrades_and_upgrades_and_old_turns_say_why_they_have_
         columns = [row[1] for row in conn.execute("pragma table_info(turns)")]
     assert "trainer_logprobs" not in columns and "token_logprobs" in columns
     store = open_store(url)  # upgrades to the head again: the column comes back empty
-    assert current(store.engine) == head() == "0010"
+    assert current(store.engine) == head() == "0011"
     trained = next(e for e in load_episodes(store, run_id) if e["num_turns"] == 3)  # had trainer log-probs
     loaded = pages.load_episode(store, run_id, trained["id"])
     assert loaded is not None
