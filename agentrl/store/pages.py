@@ -294,7 +294,8 @@ def load_episode(
 ) -> dict[str, Any] | None:
     """The episode (None if the run has no such id) with its turns `first_turn` .. `first_turn +
     turn_limit - 1` in full (all from `first_turn` when `turn_limit` is None), each with its "tokens"
-    (`repository.turn_tokens`)."""
+    (`repository.turn_tokens`), and "segment_before": the token segment of turn `first_turn - 1` (None
+    when the range starts at turn 0), so that the page can tell whether its first turn starts one."""
 
     def query(session: Session) -> dict[str, Any] | None:
         row = session.get(EpisodeRow, episode_id)
@@ -312,7 +313,13 @@ def load_episode(
             )
         )
         turns = [{**turn_dict(t), "tokens": turn_tokens(t)} for t in session.scalars(statement)]
-        return {**episode_dict(row, turns=False), "turns": turns}
+        before = None
+        if first_turn > 0:
+            previous = select(TurnRow.segment).where(
+                TurnRow.episode_id == episode_id, TurnRow.index == first_turn - 1
+            )
+            before = session.scalar(previous) or 0  # NULL: stored before revision 0010, segment 0
+        return {**episode_dict(row, turns=False), "turns": turns, "segment_before": before}
 
     return read(store, f"loading episode {episode_id} of run {run_id}", query)
 

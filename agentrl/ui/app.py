@@ -14,7 +14,9 @@
                                          (`finish.py`), the first prompt's tools and examples, each
                                          turn's sampled tokens coloured by the sampler's probability,
                                          with the trainer's log-probs and the importance ratio where the
-                                         update computed them (`tokens.py`)
+                                         update computed them (`tokens.py`), and under a context
+                                         policy what each turn's prompt held and where a new token
+                                         segment starts (`views.context_lines`)
     /runs/{run}/search, /export.jsonl    search by task id or text, streamed export (`search.py`)
     /compare?run=A&run=B                 several runs: metrics overlaid, key config, config diff
     /heldout?run_a=&step_a=&run_b=&step_b= one held-out evaluation against another, task by task
@@ -83,7 +85,7 @@ PageNumber = Annotated[int, Query(alias="page")]  # `page` is taken by the handl
 def create_app(url: str | None = None) -> FastAPI:
     """The viewer app over the store at `url` (default: $AGENTRL_DB_URL, else sqlite:///runs/agentrl.db)."""
     templates = environment()
-    templates.globals.update(signed=signed, sign=sign, prompt_view_line=views.prompt_view_line)
+    templates.globals.update(signed=signed, sign=sign)
     store_url = make_url(repository.resolve_url(url)).render_as_string(hide_password=True)
     templates.globals.update(store_url=store_url)  # for the `agentrl runs export` line
 
@@ -305,6 +307,7 @@ def episode_context(
         "pager": Pager(f"/runs/{run['id']}/episodes/{episode['id']}", window, episode["num_turns"], "turns"),
         **analysis.episode_credit(run, whole),
         "finishes": finish.turn_finishes(run["config"], episode["turns"]),
+        "contexts": views.context_lines(episode["turns"], episode["segment_before"]),
         "prompt": analysis.episode_prompt(store, run, episode),
         "calls": {turn["index"]: tool_calls(turn["text"]) for turn in episode["turns"]},
         "strips": turn_strips(run["config"], episode, whole),

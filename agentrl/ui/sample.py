@@ -12,7 +12,10 @@ and an end-of-turn token (`sample_tokens`), with made-up sampler log-probs (digi
 without a tool call starts unlikely), and stored with their pieces (`sample_pieces`), so the episode page
 shows its token strips; the training episodes that carry a signal also get made-up trainer log-probs
 (`sample_trainer_logprobs`: within a few thousandths of the sampler's, and far above it on the first token
-of a turn with no tool call, outside the clip range), as the update records them.
+of a turn with no tool call, outside the clip range), as the update records them. One episode (step 1,
+the first task's second member, the one with an invalid turn) is recorded as a `mask` context policy
+would record it (`masked_context`: each turn's prompt view, and a second token segment at turn 2), so the
+episode page shows its per-turn prompt lines; the run's config names no context policy.
 
 What this is not: a model's output. No model is loaded; the episodes are deterministic functions of the
 step and episode index. KL and entropy are synthetic numbers (so the plot has every panel).
@@ -21,6 +24,7 @@ step and episode index. KL and entropy are synthetic numbers (so the plot has ev
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -111,6 +115,28 @@ def make_turn(
     )
 
 
+MASK_STUB_TOKENS = 8  # the made-up length of a masked observation's one-line stub
+
+
+def masked_context(turns: Sequence[Turn]) -> list[Turn]:
+    """The turns as a `mask` context policy keeping the last turn's output (`keep_turns: 1`) records them:
+    each with its prompt view; turn 2's prompt masks turn 0's output, so it is not turn 1's prompt plus
+    turn 1 and starts token segment 1 with its whole prompt (the first prompt, both completions, the stub
+    and turn 1's observation)."""
+    views = [[], [0], [0, 1]]
+    out = []
+    for turn, shown in zip(turns, views, strict=True):
+        masked = shown[:-1]
+        segment = 1 if masked else 0
+        prompt_ids = turn.prompt_ids
+        if masked:
+            whole = 40 + sum(len(t.completion_ids) for t in turns[:2]) + MASK_STUB_TOKENS + 12
+            prompt_ids = tuple(range(whole))
+        view = {"policy": "mask", "task_turn": None, "shown": shown, "masked": masked}
+        out.append(replace(turn, prompt_ids=prompt_ids, segment=segment, prompt_view=view))
+    return out
+
+
 def sample_episode(step: int, task: tuple[str, int, int], member: int, split: str = "train") -> Episode:
     """Episode `member` of a task group at `step`: later steps and lower members succeed more often."""
     task_id, a, b = task
@@ -139,6 +165,8 @@ def sample_episode(step: int, task: tuple[str, int, int], member: int, split: st
                   ToolCall("submit", {"answer": str(value)}), "correct" if correct else f"wrong: {value}",
                   1.0 if correct else 0.0, f"{task_id}:submitted:{value}"),
     )  # fmt: skip
+    if split == "train" and member == 1 and step == 1 and task_id == SAMPLE_TASKS[0][0]:
+        turns = masked_context(turns)
     return Episode(
         episode_id, ENV_ID, task_id, group_id, member, tuple(turns), "terminated", start, correct,
         first_observation=f"What is {a} + {b}? Use the python tool if you like, then call submit.",

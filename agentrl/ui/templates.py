@@ -165,7 +165,7 @@ prompt tokens in all. {% endif %}Tool calls below are re-parsed from the assista
 · advantage {{ signed(t.advantage) }}
 · tokens {{ t.prompt_tokens }} in / {{ t.completion_tokens }} out
 {% with f = finishes[t.index] %}· finish <span class="finish{{ '' if f.stored else ' inferred' }}" title="{{ "the engine's finish reason" if f.stored else "inferred from the token count, the text and the run's sampling config (stored before finish reasons were kept)" }}">{{ f.reason }}{{ "" if f.stored else " (inferred)" }}</span>{% endwith %}</div>
-{% if t.prompt_view %}<div class="meta prompt-view">{{ prompt_view_line(t) }}</div>{% endif %}
+{% if contexts[t.index] %}<div class="meta prompt-view">{{ contexts[t.index] }}</div>{% endif %}
 <div class="msg assistant"><b>assistant</b>
 {{ t.text }}</div>
 {% include "tokens.html" %}

@@ -2,8 +2,9 @@
 dicts `agentrl.store.repository` returns.
 
 What this is: finding a run by id, id prefix or name; metric series and summaries; per-step episode
-statistics; the filters of the viewer (failed episodes, infrastructure failures, invalid actions); and the
-anchor groups of turns (GiGPO's: turns of the same task group taken in the same state).
+statistics; the filters of the viewer (failed episodes, infrastructure failures, invalid actions); the
+anchor groups of turns (GiGPO's: turns of the same task group taken in the same state); and per turn one
+line on what its prompt held under a context policy and where a new token segment starts.
 
 What this is not: a store reader. It never opens a database; callers pass what `list_runs`,
 `load_metrics` and `load_episodes` returned. The first observation (the task prompt as the env showed it)
@@ -188,20 +189,61 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def prompt_view_line(turn: Mapping[str, Any]) -> str:
-    """What a turn's prompt held under a context policy (its stored `prompt_view`, docs/context.md), in one
-    line: the policy, where the window's task came from, the turns shown and masked, the token segment."""
-    view = turn.get("prompt_view") or {}
-    shown = list(view.get("shown") or [])
-    parts = [f"prompt: {view.get('policy', '?')}"]
+def turn_spans(indices: Iterable[int]) -> str:
+    """Turn indices as runs of consecutive ones: [0, 1, 2, 5] -> "turns 0–2, 5"; [4] -> "turn 4"."""
+    ordered = sorted(set(indices))
+    spans: list[str] = []
+    start = previous = None
+    for index in [*ordered, None]:
+        if previous is not None and index == previous + 1:
+            previous = index
+            continue
+        if start is not None:
+            spans.append(str(start) if start == previous else f"{start}–{previous}")
+        start = previous = index
+    return ("turn " if len(ordered) == 1 else "turns ") + ", ".join(spans)
+
+
+STATE_CHARS = 60  # of a window's state line, in the per-turn prompt line
+
+
+def prompt_view_text(view: Mapping[str, Any]) -> str:
+    """What a stored `prompt_view` (`agentrl.agent.context.next_prompt`) says the prompt held, short: e.g.
+    "prompt: window — task from turn 3's observation; turns 4–5 shown"."""
+    parts = []
     if view.get("task_turn") is not None:
         parts.append(f"task from turn {view['task_turn']}'s observation")
     if view.get("summary_turn") is not None:
-        parts.append(f"the summary of turn {view['summary_turn']}")
-    parts.append(f"turns {shown[0]}–{shown[-1]} shown" if shown else "no earlier turn shown")
-    if view.get("masked"):
-        parts.append("outputs of turns " + ", ".join(map(str, view["masked"])) + " masked")
-    if view.get("state_text"):
-        parts.append(f"state line: {view['state_text']}")
-    parts.append(f"token segment {turn.get('segment') or 0}")
-    return " · ".join(parts)
+        parts.append(f"summary written at turn {view['summary_turn']}")
+    shown = view.get("shown") or []
+    masked = view.get("masked") or []
+    shown_text = f"{turn_spans(shown)} shown" if shown else "no earlier turn shown"
+    if masked:
+        shown_text += f", outputs of {turn_spans(masked)} masked"
+    parts.append(shown_text)
+    state = str(view.get("state_text") or "")
+    if state:
+        parts.append(f"state line “{state if len(state) <= STATE_CHARS else state[:STATE_CHARS] + '…'}”")
+    return f"prompt: {view.get('policy', '?')} — " + "; ".join(parts)
+
+
+def context_lines(turns: Sequence[Mapping[str, Any]], segment_before: int | None) -> dict[int, str]:
+    """Per turn of an episode page (consecutive turns, from `pages.load_episode`), one line saying what its
+    prompt held under a context policy (its `prompt_view`) and, where the turn starts a new token segment
+    (its segment differs from the turn before's; `segment_before` is the segment of the turn before the
+    page's first, None at turn 0, whose segment 0 is not new), "new token segment N"; the token segment
+    after a view's text otherwise. Turns with neither (a `full` context) get no line."""
+    lines: dict[int, str] = {}
+    previous = segment_before
+    for turn in turns:
+        segment = int(turn.get("segment") or 0)
+        new = segment != (0 if previous is None else previous)
+        view = turn.get("prompt_view")
+        if view:
+            lines[int(turn["index"])] = (
+                f"{prompt_view_text(view)} · {'new ' if new else ''}token segment {segment}"
+            )
+        elif new:
+            lines[int(turn["index"])] = f"new token segment {segment}"
+        previous = segment
+    return lines

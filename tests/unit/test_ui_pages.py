@@ -111,23 +111,3 @@ def test_signed_and_chart_helpers() -> None:
     chart = line_chart({"<b>": [(1, 0.0), (2, 1.0)], "empty": []}, "t<")
     assert chart.count("<polyline") == 1 and "&lt;b&gt;" in chart and "<title>t&lt;</title>" in chart
     assert "no x recorded" in line_chart({"a": []}, "x")
-
-
-def test_a_turn_shows_what_its_prompt_held_under_a_context_policy(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/runs.db"
-    store = open_store(url)
-    run_id = create_run(store, "windowed", "calc-chain", {})
-    view = {"policy": "mask", "task_turn": None, "shown": [0, 1], "masked": [0], "state_text": "<b>x</b>"}
-    turns = (
-        Turn(0, (1,), (2,), (-0.1,), "first", Action("first"), "out", 0.0, False, "s1"),
-        Turn(1, (1, 3), (2,), (-0.1,), "second", Action("second"), "out", 0.0, False, "s2", segment=1,
-             prompt_view=view),
-    )  # fmt: skip
-    record_episodes(store, run_id, 1, "train", [Episode("e", "env", "t", "g", 0, turns, "terminated")], None)
-    close_store(store)
-    with TestClient(create_app(url)) as http:
-        step = http.get(f"/runs/{run_id}/steps/1").text
-        page = http.get(episode_links(step)[0]).text
-    assert page.count('class="meta prompt-view"') == 1  # the full-context turn has no line
-    assert "prompt: mask · turns 0–1 shown · outputs of turns 0 masked" in page
-    assert "state line: &lt;b&gt;x&lt;/b&gt; · token segment 1" in page
