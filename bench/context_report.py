@@ -93,20 +93,22 @@ def update_table(report: Mapping[str, Any]) -> str:
     """Per task and policy: samples, tokens and update seconds per episode, seconds against `full`."""
     rows = [
         "| task | policy | episodes | samples per episode | tokens per episode | "
-        "sampled tokens per episode | update s per episode | against full |",
+        "sampled tokens per episode | update s per episode | seconds over full's |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for task, policies in report["update"].items():
         full = policies.get("full", {}).get("update_s_per_episode")
         for policy, row in policies.items():
-            ratio = f"{row['update_s_per_episode'] / full:.2f}x" if full else ""
+            ratio = f"{row['update_s_per_episode'] / full:.2f}" if full else ""
             rows.append(
                 f"| {task} | {policy} | {row['episodes']} | {row['samples_per_episode']:.1f} | "
                 f"{row['tokens_per_episode']:,.0f} | {row['sampled_tokens_per_episode']:,.0f} | "
                 f"{row['update_s_per_episode']:.2f} | {ratio} |"
             )
-    flags = ", ".join(flag for flag, present in report["cpu_flags"].items() if present) or "none of them"
-    return "\n".join(rows) + f"\n\nOne run, CPU flags {flags} (`bench/results/{POLICIES.name}`)."
+    measured = report.get("update_run") or report
+    flags = ", ".join(flag for flag, present in measured["cpu_flags"].items() if present) or "none of them"
+    how = f"`{measured['command']}`, a run of its own" if "update_run" in report else "one run"
+    return "\n".join(rows) + f"\n\n{how}, CPU flags {flags} (`bench/results/{POLICIES.name}`)."
 
 
 def blocks() -> dict[str, str]:
