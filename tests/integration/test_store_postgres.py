@@ -80,7 +80,7 @@ def test_db_cli_upgrades_and_reports(tmp_path: Path) -> None:
         AGENTRL + ["db", "upgrade", "--url", url], capture_output=True, text=True, timeout=120
     )
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "at revision 0009 (head: 0009)" in upgraded.stdout
+    assert "at revision 0011 (head: 0011)" in upgraded.stdout
 
 
 # --- a real PostgreSQL -------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_postgres_upgrade_record_and_read_back(postgres_url: str) -> None:
         AGENTRL + ["db", "upgrade", "--url", postgres_url], capture_output=True, text=True, timeout=120
     )
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "at revision 0009 (head: 0009)" in upgraded.stdout
+    assert "at revision 0011 (head: 0011)" in upgraded.stdout
 
     store = open_store(postgres_url)
     try:
