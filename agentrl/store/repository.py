@@ -37,6 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from agentrl.errors import StoreError
+from agentrl.sandbox.channel import pid_exists
 from agentrl.store.migrations import upgrade
 from agentrl.store.models import EpisodeRow, MetricRow, PromptRow, Run, TaskDrawRow, TurnRow, utc_now
 from agentrl.types import Episode, Turn
@@ -140,18 +141,7 @@ def this_process() -> tuple[int, str]:
     return os.getpid(), socket.gethostname()
 
 
-def process_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this host (one of another user's counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def mark_dead_runs(store: Store, alive: Callable[[int], bool] = process_alive) -> list[str]:
+def mark_dead_runs(store: Store, alive: Callable[[int], bool] = pid_exists) -> list[str]:
     """Mark "killed" every run still "running" whose process, on this host, is gone (killed by a signal or
     the OOM killer before it could finish its row); the ids so marked. Runs of other hosts, and runs stored
     before their pid was kept, are left as they are (nothing here can tell)."""
