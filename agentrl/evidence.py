@@ -8,7 +8,8 @@ the held-out episodes in the run store, split "eval") into one JSON: every evalu
 `temperature`, step and per-task outcomes; a top-level `per_task` list pairing each task's outcome before
 and after training; the seeds, the commit and the CPU flags. Optional control evaluations (separate `agentrl
 eval` runs, e.g. the base and the trained model at a low temperature, the sharpening control of issue 41)
-are added as more evaluations. `bench/demo_report.py` builds README's demo table from such files only.
+are added as more evaluations. `bench/demo_report.py` builds docs/benchmarks.md's demo table from such
+files only.
 
 What this is not: an evaluation (it runs no model) or a statistic (the report script makes those).
 """

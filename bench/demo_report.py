@@ -1,7 +1,7 @@
-"""README's demo table, made from the committed evidence files of `make demo` runs (never typed).
+"""docs/benchmarks.md's demo table, made from the committed evidence files of `make demo` runs (never typed).
 
     .venv/bin/python bench/demo_report.py                   # print the table (or say that it is pending)
-    .venv/bin/python bench/demo_report.py --write-readme    # replace README's block between the markers
+    .venv/bin/python bench/demo_report.py --write-docs    # rewrite docs/benchmarks.md's marked block
 
 What this is: the reader of `bench/results/demo/*.json` (each written by `agentrl.evidence` at the end of a
 `make demo` run: per-task outcomes before and after training, at the evaluation temperature, plus the
@@ -28,7 +28,7 @@ import marked_block
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "bench" / "results" / "demo"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- demo-table:start (bench/demo_report.py) -->", "<!-- demo-table:end -->"
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
@@ -105,7 +105,7 @@ def table(records: Sequence[Mapping[str, Any]], folder: Path = EVIDENCE) -> str:
     if not records:
         return (
             f"No demo evidence files under `{where}/` yet: the table is pending. Each `make demo` run "
-            f"writes one (`agentrl.evidence`); commit it and run `bench/demo_report.py --write-readme`."
+            f"writes one (`agentrl.evidence`); commit it and run `bench/demo_report.py --write-docs`."
         )
     rows = sorted((run_row(record) for record in records), key=lambda row: (row["seed"], row["run"]))
     changes = [row["change"] for row in rows if row["change"] is not None]
@@ -140,18 +140,18 @@ def table(records: Sequence[Mapping[str, Any]], folder: Path = EVIDENCE) -> str:
 
 
 def replace_block(text: str, block: str) -> str:
-    """`text` with README's demo block replaced by `block` (markers kept)."""
-    return marked_block.replace_block(text, block, START, END)
+    """`text` with the page's demo block replaced by `block` (markers kept)."""
+    return marked_block.replace_block(text, block, START, END, str(PAGE))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="README's demo table from the committed evidence files")
+    parser = argparse.ArgumentParser(description="the demo table from the committed evidence files")
     parser.add_argument("--folder", type=Path, default=EVIDENCE, help="the evidence files' folder")
-    parser.add_argument("--write-readme", action="store_true", help="replace README's demo-table block")
+    parser.add_argument("--write-docs", action="store_true", help="rewrite docs/benchmarks.md's demo block")
     args = parser.parse_args(argv)
     block = table(load_records(args.folder), args.folder)
-    if args.write_readme:
-        README.write_text(replace_block(README.read_text(), block))
+    if args.write_docs:
+        PAGE.write_text(replace_block(PAGE.read_text(), block))
     print(block, file=sys.stdout)
     return 0
 

@@ -1,7 +1,7 @@
-"""README's and docs/gpu.md's GPU table, made from the committed report of `make test-gpu` (never typed).
+"""docs/gpu.md's GPU table, made from the committed report of `make test-gpu` (never typed).
 
     .venv/bin/python bench/gpu_report.py                 # print the table
-    .venv/bin/python bench/gpu_report.py --write-docs     # rewrite the marked block of both files
+    .venv/bin/python bench/gpu_report.py --write-docs     # rewrite docs/gpu.md's marked block
 
 What this is: the reader of `bench/results/gpu_check.json` (written by `scripts/gpu_check.sh OUT_DIR` on a
 GPU machine): the device, the versions it ran with, each check passed or not with its key figure, and the
@@ -22,7 +22,7 @@ import marked_block
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "bench" / "results" / "gpu_check.json"
-TARGETS = (ROOT / "README.md", ROOT / "docs" / "gpu.md")
+TARGETS = (ROOT / "docs" / "gpu.md",)
 START, END = "<!-- gpu-table:start (bench/gpu_report.py) -->", "<!-- gpu-table:end -->"
 
 
@@ -79,7 +79,7 @@ def replace_block(text: str, block: str, where: Path) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--report", type=Path, default=REPORT)
-    parser.add_argument("--write-docs", action="store_true", help="rewrite README's and docs/gpu.md's block")
+    parser.add_argument("--write-docs", action="store_true", help="rewrite docs/gpu.md's block")
     args = parser.parse_args(argv)
     report = json.loads(args.report.read_text())
     if report.get("skipped"):

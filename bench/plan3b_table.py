@@ -1,7 +1,7 @@
-"""The runs table docs/credit_study.md quotes for plan 3b, made from its kept run files.
+"""The runs table docs/benchmarks.md quotes for plan 3b, made from its kept run files.
 
     .venv/bin/python bench/plan3b_table.py [bench/results/credit_study_calc_chain_grpo_runs]
-    .venv/bin/python bench/plan3b_table.py --write-readme   # README's block: the verdict and this table
+    .venv/bin/python bench/plan3b_table.py --write-docs   # docs/benchmarks.md's block: verdict and table
 
 What this is: one row per kept run (the base's evaluations first): per-part success on the held-out chains
 at each checkpoint at the training temperature and, at the last one, at the best decoding, with the chains
@@ -23,7 +23,7 @@ import marked_block
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "bench" / "results" / "credit_study_calc_chain_grpo_runs"
 REPORT = ROOT / "bench" / "results" / "credit_study_calc_chain_grpo.json"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- plan3b:start (bench/plan3b_table.py) -->", "<!-- plan3b:end -->"
 
 
@@ -80,15 +80,20 @@ def block(folder: Path = KEPT, report: Path = REPORT) -> str:
     return verdict(json.loads(report.read_text())) + "\n\n" + table(folder)
 
 
+def page_block(folder: Path = KEPT, report: Path = REPORT) -> str:
+    """`block` as docs/benchmarks.md quotes it: its links to bench/ made relative to docs/."""
+    return block(folder, report).replace("](bench/", "](../bench/")
+
+
 def replace_block(text: str, made: str) -> str:
-    return marked_block.replace_block(text, made, START, END)
+    return marked_block.replace_block(text, made, START, END, str(PAGE))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    if args == ["--write-readme"]:
-        README.write_text(replace_block(README.read_text(), block()))
-        print(f"wrote {README.name}")
+    if args == ["--write-docs"]:
+        PAGE.write_text(replace_block(PAGE.read_text(), page_block()))
+        print(f"wrote {PAGE.relative_to(ROOT)}")
         return 0
     print(table(Path(args[0]) if args else KEPT))
     return 0

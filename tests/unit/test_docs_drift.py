@@ -177,3 +177,12 @@ def test_the_figure_rule_catches_an_unbacked_measurement(tmp_path: Path) -> None
         "A plan: 4 x 48 tokens per step.\n"
     )
     assert unbacked_figures(page, root=tmp_path) == ["page.md:1: ['129.6 tokens/s', '6.8x']"]
+
+
+def test_readme_stays_a_front_page() -> None:
+    """README is the front page: at most 220 lines; generated tables live in docs/ (issue 55)."""
+    readme = (ROOT / "README.md").read_text().splitlines()
+    assert len(readme) <= 220, f"README.md has {len(readme)} lines; move detail to docs/ and link it"
+    assert not [line for line in readme if line.startswith("<!--") and ":start" in line], (
+        "tables belong in docs/"
+    )

@@ -1,4 +1,4 @@
-"""`bench/gpu_report.py`: the GPU tables in README and docs/gpu.md are what the committed report makes."""
+"""`bench/gpu_report.py`: the GPU table in docs/gpu.md is what the committed report makes."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ def block_of(path: Path) -> str:
     return path.read_text().split(START, 1)[1].split(END, 1)[0].strip()
 
 
-def test_readme_and_the_gpu_page_quote_the_committed_report() -> None:
+def test_the_gpu_page_quotes_the_committed_report() -> None:
     made = table(json.loads(REPORT.read_text()))
-    assert block_of(ROOT / "README.md") == made
     assert block_of(ROOT / "docs" / "gpu.md") == made.replace("](bench/", "](../bench/")
 
 
