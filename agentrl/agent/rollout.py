@@ -77,7 +77,8 @@ class Walk:
     Under a context policy other than `full` (`rollout.context`), `window` holds the episode's context
     pieces (`agentrl.agent.context.ContextState`, immutable, so a branch shares it), `renderer` renders new
     ones, `view` says what `pending` holds, and `segment` counts the token segments started before the
-    current one: a prompt that does not extend `context` starts a new one, `context` then empty."""
+    current one: a prompt that does not extend `context` starts a new one, `context` then empty.
+    `summaries` counts the summary turns among `turns` (no env step: `played_turns`)."""
 
     session_id: str
     pending: list[int]
@@ -91,6 +92,7 @@ class Walk:
     window: ContextState | None = None
     renderer: EpisodeRenderer | None = None
     view: Mapping[str, Any] | None = None
+    summaries: int = 0
 
     def branch(self, session_id: str) -> Walk:
         """A copy of this walk continuing in `session_id` (a fork of this walk's session), its parent this."""
@@ -166,7 +168,7 @@ async def play_turns(
 
 def played_turns(walk: Walk) -> int:
     """The turns of `walk` the env played: all but summary turns (`Turn.is_summary`)."""
-    return sum(not turn.is_summary for turn in walk.turns)
+    return len(walk.turns) - walk.summaries
 
 
 async def take_turn(
@@ -314,6 +316,7 @@ async def write_summary(
             prompt_view=walk.view,
         )
     )
+    walk.summaries += 1
     walk.window = summarised(walk.window, walk.renderer, completion.text, index)
     prompt, walk.view = next_prompt(walk.window, context)
     walk.segment += 1
