@@ -1,10 +1,15 @@
-"""A finished `agentrl train` run read back from its store, for the smoke tests that train through the CLI.
+"""`agentrl train --task maze` run in a subprocess and read back from its store, for the smoke tests that
+train through the CLI.
 
 This is a test helper, not a test module.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agentrl.store.repository import close_store, list_runs, load_episodes, load_metrics, open_store
@@ -22,3 +27,23 @@ def finished_run(url: str, name: str, step: int = 1) -> tuple[list[dict[str, Any
     finally:
         close_store(store)
     return episodes, metrics
+
+
+def train_maze(
+    repo_root: Path, tmp_path: Path, name: str, program: Sequence[str], *overrides: str
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Run `program` (argv that takes `agentrl`'s arguments, e.g. `python -m agentrl.cli.main`) as
+    `train --task maze` named `name`, its run folder and a SQLite store under `tmp_path`, then
+    `finished_run` of it."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    args = ["train", "--task", "maze", f"name={name}", f"runs_dir={tmp_path / 'runs'}", f"store.url={url}"]
+    result = subprocess.run(
+        [*program, *args, *overrides],
+        cwd=repo_root,
+        env={**os.environ, "AGENTRL_DB_URL": ""},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return finished_run(url, name)

@@ -13,13 +13,11 @@ unit tests, tests/unit/test_context.py, check those token for token).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from stored_runs import finished_run
+from stored_runs import train_maze
 
 COMMON = (
     "engine.kind=cached",
@@ -43,19 +41,8 @@ def train(
     repo_root: Path, tmp_path: Path, model: Path, name: str, *overrides: str
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """The stored training episodes and step 1's metrics of one `agentrl train --task maze` run."""
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    args = ["train", "--task", "maze", f"name={name}", f"runs_dir={tmp_path / 'runs'}", f"store.url={url}"]
-    result = subprocess.run(
-        [sys.executable, "-m", "agentrl.cli.main", *args, f"model.name={model}", *COMMON, *overrides],
-        cwd=repo_root,
-        env={**os.environ, "AGENTRL_DB_URL": ""},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    episodes, metrics = finished_run(url, name)
-    return episodes, metrics
+    program = [sys.executable, "-m", "agentrl.cli.main"]
+    return train_maze(repo_root, tmp_path, name, program, f"model.name={model}", *COMMON, *overrides)
 
 
 def test_a_sliding_window_with_trees_trains_each_window_as_a_sample(

@@ -27,8 +27,6 @@ so `loss.entropy_coef` keeps every episode in the update.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -37,7 +35,7 @@ from typing import Any
 
 import pytest
 from safetensors.torch import load_file
-from stored_runs import finished_run
+from stored_runs import train_maze
 
 from agentrl.agent.tree import BRANCH_INFO_KEYS
 
@@ -116,19 +114,11 @@ class Trained:
 
 
 def train(repo_root: Path, tmp_path: Path, model: Path, name: str, *overrides: str) -> Trained:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
     packs = tmp_path / f"{name}-packs.jsonl"
-    args = ["train", "--task", "maze", f"name={name}", f"runs_dir={tmp_path / 'runs'}", f"store.url={url}"]
-    result = subprocess.run(
-        [sys.executable, "-c", PACK_SPY, str(packs), *args, f"model.name={model}", *COMMON, *overrides],
-        cwd=repo_root,
-        env={**os.environ, "AGENTRL_DB_URL": ""},
-        capture_output=True,
-        text=True,
-        timeout=600,
+    program = [sys.executable, "-c", PACK_SPY, str(packs)]
+    episodes, metrics = train_maze(
+        repo_root, tmp_path, name, program, f"model.name={model}", *COMMON, *overrides
     )
-    assert result.returncode == 0, result.stderr[-4000:]
-    episodes, metrics = finished_run(url, name)
     calls = [json.loads(line) for line in packs.read_text().splitlines()]
     return Trained(episodes, metrics, calls, tmp_path / "runs" / name)
 
