@@ -242,7 +242,7 @@ def run_base(spec: StudySpec, layout: Layout, record: dict[str, Any], log: Log) 
     for temperature in dict.fromkeys(temperatures):
         if float(temperature) in done:
             continue
-        record["decodings"].append(evaluation(spec, layout, BASE, temperature, model=None))
+        record["decodings"].append(evaluation(spec, layout, BASE, temperature))
         record["wall_s"] = time.perf_counter() - started
         write_record(layout, BASE, record)
         log(f"  base at T={temperature:g}: {record['decodings'][-1]['value']:.3f}")
@@ -318,7 +318,9 @@ def run_training(
         if float(temperature) in done:
             continue
         record["decodings"].append(
-            evaluation(spec, layout, planned.name, temperature, model=run_dir / "final")
+            evaluation(
+                spec, layout, planned.name, temperature, run_dir / "final", spec.arm(planned.arm).overrides
+            )
         )
         record["wall_s"] = time.perf_counter() - started
         write_record(layout, planned.name, record)
@@ -327,16 +329,22 @@ def run_training(
 
 
 def evaluation(
-    spec: StudySpec, layout: Layout, run: str, temperature: float, model: Path | None
+    spec: StudySpec,
+    layout: Layout,
+    run: str,
+    temperature: float,
+    model: Path | None = None,
+    arm_overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One held-out evaluation (`run_eval`) of `model` (None: the run config's model) at `temperature`."""
+    """One held-out evaluation (`run_eval`) of run `run`'s `model` (None: the run config's) at
+    `temperature`, under the run's arm overrides."""
     from agentrl.config import load_config
     from agentrl.trainer.run import run_eval
 
     name = f"{layout.name}-{run}-eval-T{temperature:g}-{time.strftime('%Y%m%d-%H%M%S')}"
     overrides = [
         *shared_overrides(spec, layout, name),
-        *(spec.arm(run.rsplit("-seed", 1)[0]).overrides if model is not None else ()),
+        *arm_overrides,
         f"eval.temperature={temperature}",
         *([f"model.name={model}"] if model is not None else []),
     ]
