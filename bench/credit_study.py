@@ -4,7 +4,6 @@
     .venv/bin/python bench/credit_study.py --quick    # 1 seed, grpo + gigpo, 1 tiny train step: minutes
     .venv/bin/python bench/credit_study.py --study calc-chain   # part 3 of docs/credit_study.md (issue 41)
     .venv/bin/python bench/credit_study.py --study calc-chain-tree   # part 3's tree arms (issue 42)
-    .venv/bin/python bench/credit_study.py --study calc-chain-grpo   # part 3's plan 3b: GRPO vs the base
 
 First it makes the warm start every run begins from, once (`agentrl demos` + `agentrl sft`, the
 cold-start recipe; `warm_start_demos=0` starts from the base model instead). Then for each estimator and
@@ -214,19 +213,9 @@ CALC_CHAIN_TREE = replace(
 )
 # docs/credit_study.md part 3, plan 3b: GRPO against the base at its best decoding, on go/no-go 3's env at the
 # training temperature go/no-go 4 found most groups with signal at; greedy is the base's best (go/no-go 3)
-CALC_CHAIN_GRPO = replace(
-    CALC_CHAIN,
-    estimators=("grpo",),
-    overrides=("env.kwargs.end_part_on_repeat=true", "sampling.temperature=0.5", "eval.temperature=0.5"),
-    runs_dir="runs/credit_study_calc_chain_grpo",
-    out=RESULTS / "credit_study_calc_chain_grpo.json",
-    plot=RESULTS / "credit_study_calc_chain_grpo.png",
-    best_temperature=0.0,
-)
 STUDIES = {
     "calc-chain": CALC_CHAIN,
     "calc-chain-tree": CALC_CHAIN_TREE,
-    "calc-chain-grpo": CALC_CHAIN_GRPO,
 }
 
 

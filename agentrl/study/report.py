@@ -62,6 +62,15 @@ def final_at(run: Mapping[str, Any], temperature: float | None) -> float | None:
     return None
 
 
+def base_decoding(base: Mapping[str, Any] | None, at: str) -> tuple[float, float] | None:
+    """(temperature, value) the base is compared at: its best decoding ("best") or the run config's
+    evaluation temperature, the first it was evaluated at ("training"); None before it was evaluated."""
+    values = base_values(base)
+    if at == "best":
+        return best_decoding(values)
+    return next(iter(values.items()), None)
+
+
 def statistic(
     spec: StudySpec, item: Statistic, base: Mapping[str, Any] | None, runs: Mapping[str, list[Any]]
 ) -> dict[str, Any]:
@@ -69,19 +78,26 @@ def statistic(
     mine = runs.get(item.arm, [])
     out: dict[str, Any] = {"kind": item.kind, "arm": item.arm, "runs": len(mine)}
     if item.kind == "vs_base":
-        best = best_decoding(base_values(base))
-        if best is None or not mine:
-            return {**out, "result": None, "why": "the base or the arm has not been evaluated yet"}
-        finals = [final_at(run, best[0]) for run in mine]
+        compared = base_decoding(base, item.at)
+        if compared is None or not mine:
+            return {
+                **out,
+                "at": item.at,
+                "result": None,
+                "why": "the base or the arm has not been evaluated yet",
+            }
+        finals = [final_at(run, compared[0]) for run in mine]
         values = [value for value in finals if value is not None]
         mean, low, high = band(values) if values else (float("nan"),) * 3
         return {
             **out,
-            "base_best": {"temperature": best[0], "value": best[1]},
+            "at": item.at,
+            "base_decoding": {"temperature": compared[0], "value": compared[1]},
+            "seeds": [run["seed"] for run, value in zip(mine, finals, strict=True) if value is not None],
             "values": values,
             "mean": mean,
             "band": [low, high],
-            "above_base": bool(values) and low > best[1],
+            "above_base": bool(values) and low > compared[1],
         }
     theirs = runs.get(item.other, [])
     if item.kind == "paired":
@@ -155,23 +171,78 @@ def summarise(spec: StudySpec, records: Mapping[str, Mapping[str, Any] | None]) 
 
 
 def table(summary: Mapping[str, Any]) -> str:
-    """The Markdown a page includes: one row per run (the base first) and one line per statistic."""
-    rows = ["| run | env steps | final (training T) | decodings |", "|---|---|---|---|"]
+    """The Markdown a page includes: one row per evaluation point of each run (the base first), its value at
+    the training temperature, at its last point its value at the base's best decoding and the tasks that
+    gained and lost against the base there; then one line per statistic."""
+    base = summary["runs"].get(BASE)
+    decodings = {float(t): v for t, v in summary["base"]["decodings"].items()}
+    train_t = next(iter(decodings), None)
+    best = summary["base"]["best"]
+    best_t = None if best is None else float(best[0])
+    base_tasks = per_task_at(base, best_t)
+    shown_t = "" if train_t is None else f" (T={train_t:g})"
+    shown_best = "" if best_t is None else f" (T={best_t:g})"
+    rows = [
+        f"| run | env steps | at the training T{shown_t} | at the best decoding{shown_best} "
+        "| tasks gained / lost there |",
+        "|---|---|---|---|---|",
+    ]
     for name, record in summary["runs"].items():
         if record is None:
-            rows.append(f"| {name} | | not started | |")
-            continue
-        points = record.get("points") or []
-        final = f"{points[-1]['value']:.3f}" if points else ""
-        decodings = ", ".join(
-            f"T={p['temperature']:g}: {p['value']:.3f}" for p in record.get("decodings", ())
-        )
-        state = "" if record.get("done") else " (not finished)"
-        rows.append(f"| {name}{state} | {record.get('env_steps', 0):,} | {final} | {decodings} |")
+            rows.append(f"| {name} | | not started | | |")
+        elif name == BASE:
+            rows.append(f"| {name} | 0 | {value_at(decodings, train_t)} | {value_at(decodings, best_t)} | |")
+        else:
+            rows.extend(run_rows(name, record, best_t, base_tasks))
     lines = [*rows, ""]
     for item in summary["statistics"]:
         lines.append(f"- {statistic_line(item)}")
     return "\n".join(lines)
+
+
+def value_at(values: Mapping[float, float], temperature: float | None) -> str:
+    return "" if temperature is None or temperature not in values else f"{values[temperature]:.3f}"
+
+
+def per_task_at(record: Mapping[str, Any] | None, temperature: float | None) -> dict[str, float]:
+    """A record's per-task rewards in its decoding at `temperature` (infrastructure failures left out)."""
+    for point in (record or {}).get("decodings", ()):
+        if temperature is not None and float(point["temperature"]) == temperature:
+            return {
+                task["task_id"]: float(task["reward"])
+                for task in point.get("per_task", ())
+                if task["success"] is not None
+            }
+    return {}
+
+
+def gained_lost(base: Mapping[str, float], after: Mapping[str, float]) -> tuple[int, int]:
+    """Tasks scored in both with a higher reward after than the base's, and with a lower one (pure)."""
+    shared = base.keys() & after.keys()
+    return sum(after[task] > base[task] for task in shared), sum(after[task] < base[task] for task in shared)
+
+
+def run_rows(
+    name: str, record: Mapping[str, Any], best_t: float | None, base_tasks: Mapping[str, float]
+) -> list[str]:
+    """A trained run's rows: each evaluation point, the last with its value at the best decoding."""
+    points = record.get("points") or []
+    label = name if record.get("done") else f"{name} (not finished)"
+    if not points:
+        return [f"| {label} | {record.get('env_steps', 0):,} | | | |"]
+    rows = []
+    for index, point in enumerate(points):
+        shown, counts = "not evaluated", ""
+        if index == len(points) - 1 and record.get("done"):
+            mine = per_task_at(record, best_t)
+            found = final_at(record, best_t)
+            if found is not None:
+                shown = f"{found:.3f}"
+                counts = "{} / {}".format(*gained_lost(base_tasks, mine)) if mine and base_tasks else ""
+        rows.append(
+            f"| {label} | {int(point['env_steps']):,} | {float(point['value']):.3f} | {shown} | {counts} |"
+        )
+    return rows
 
 
 def statistic_line(item: Mapping[str, Any]) -> str:
@@ -179,12 +250,13 @@ def statistic_line(item: Mapping[str, Any]) -> str:
     if item.get("result", "") is None:
         return f"{item['kind']} {item['arm']}: not computed ({item['why']})"
     if item["kind"] == "vs_base":
-        best = item["base_best"]
+        base = item["base_decoding"]
+        where = "its best decoding" if item["at"] == "best" else "the training temperature"
         verdict = "above the base" if item["above_base"] else "not above the base"
         return (
-            f"{item['arm']} vs the base at its best decoding (T={best['temperature']:g}, "
-            f"{best['value']:.3f}): {item['mean']:.3f} [{item['band'][0]:.3f}, {item['band'][1]:.3f}] over "
-            f"{len(item['values'])} seeds, {verdict}"
+            f"{item['arm']} vs the base at {where} (T={base['temperature']:g}, {base['value']:.3f}): "
+            f"{item['mean']:.3f} [{item['band'][0]:.3f}, {item['band'][1]:.3f}] over {len(item['values'])} "
+            f"seeds, {verdict}"
         )
     if item["kind"] == "paired":
         return (

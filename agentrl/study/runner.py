@@ -140,7 +140,7 @@ def estimate_s(layout: Layout, spec: StudySpec) -> float | None:
         return None
     base = read_record(layout, BASE)
     return sum(rates) / len(rates) * spec.env_step_budget * (len(planned_runs(spec)) - 1) + (
-        float(base["wall_s"]) if base and base.get("done") else 0.0
+        float(base.get("wall_s") or 0.0) if base and base.get("done") else 0.0
     )
 
 

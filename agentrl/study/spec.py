@@ -29,6 +29,7 @@ STUDIES_DIR = Path("studies")
 SPEC_FILE = "study.yaml"
 METRICS = ("success_rate", "per_part_success")
 STATISTICS = ("vs_base", "paired", "steps_to_threshold")
+DECODINGS = ("best", "training")
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,15 @@ class Statistic:
     arm:       the arm the statistic is about
     other:     "paired" (required) and "steps_to_threshold" (optional): the arm it is compared with
     threshold: "steps_to_threshold": the value to reach, in the study's `metric`
+    at:        "vs_base": "best" (the base's best decoding, the test a learning claim needs) or "training"
+               (the run config's `eval.temperature`, the base and the arm both evaluated there)
     """
 
     kind: str
     arm: str
     other: str = ""
     threshold: float = 0.0
+    at: str = "best"
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,11 @@ def check_statistic(statistic: Statistic, arms: set[str]) -> None:
                 f"study statistic {statistic.kind} names the arm {name!r}, which is not one of the study's "
                 f"arms ({', '.join(sorted(arms))})"
             )
+    if statistic.at not in DECODINGS:
+        raise ConfigError(
+            f"study statistic {statistic.kind} of {statistic.arm!r}: at={statistic.at!r} is unknown; use "
+            f"{' or '.join(DECODINGS)}"
+        )
     if statistic.kind == "paired" and not statistic.other:
         raise ConfigError(
             f"study statistic paired of {statistic.arm!r} needs `other`: the arm it is compared with"

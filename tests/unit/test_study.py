@@ -50,6 +50,7 @@ def write(tmp_path: Path, data: dict[str, Any]) -> Path:
         ({"metric": "reward"}, "study.metric='reward' is unknown"),
         ({"budget": 10}, "unknown key(s) ['budget']"),
         ({"statistics": []}, "name what the study will report before it runs"),
+        ({"statistics": [{"kind": "vs_base", "arm": "gigpo", "at": "greedy"}]}, "use best or training"),
     ],
 )
 def test_a_study_file_that_is_not_well_posed_is_refused_with_the_fix(
@@ -118,7 +119,7 @@ def test_the_summary_keeps_every_run_and_computes_the_named_statistics(tmp_path:
     summary = summarise(spec, records)
     assert summary["not_finished"] == ["gigpo-seed1"] and summary["finished"] == {"grpo": 2, "gigpo": 1}
     vs_base, paired, steps = summary["statistics"]
-    assert vs_base["base_best"] == {"temperature": 0.0, "value": 0.3} and vs_base["values"] == [0.8]
+    assert vs_base["base_decoding"] == {"temperature": 0.0, "value": 0.3} and vs_base["values"] == [0.8]
     assert paired["seeds"] == [0] and paired["difference"] == pytest.approx(
         0.3
     )  # 0.7 - 0.4 at the last point
@@ -136,3 +137,33 @@ def test_the_example_study_of_docs_studies_md_is_well_posed(tmp_path: Path) -> N
     example = page.split("`studies/<name>/study.yaml`:\n\n```text\n", 1)[1].split("```", 1)[0]
     spec = load_spec(write(tmp_path, yaml.safe_load(example)))
     assert [arm.name for arm in spec.arms] == ["grpo", "gigpo"] and len(spec.statistics) == 3
+
+
+def test_vs_base_at_the_training_temperature_and_tasks_gained_and_lost_at_the_best_decoding(
+    tmp_path: Path,
+) -> None:
+    at_training = {"kind": "vs_base", "arm": "gigpo", "at": "training"}
+    spec = load_spec(write(tmp_path, {**GOOD, "statistics": [at_training]}))
+    outcomes = {"a": 1.0, "b": 0.0, "c": 1.0}
+    base_tasks = [
+        {"task_id": task, "success": bool(reward), "reward": reward} for task, reward in outcomes.items()
+    ]
+    base = {
+        "points": [], "done": True, "env_steps": 0, "wall_s": 1.0,
+        "decodings": [{"temperature": 0.7, "value": 0.2},
+                      {"temperature": 0.0, "value": 0.3, "per_task": base_tasks}],
+    }  # fmt: skip
+    trained = record("gigpo", 0, [0.5, 0.7], 0.8)
+    trained["decodings"][0]["per_task"] = [
+        {"task_id": "a", "success": False, "reward": 0.0},  # lost
+        {"task_id": "b", "success": True, "reward": 1.0},  # gained
+        {"task_id": "c", "success": None, "reward": 0.0},  # an infrastructure failure: not compared
+    ]
+    summary = summarise(spec, {"base": base, "gigpo-seed0": trained, "gigpo-seed1": None})
+    vs_base = summary["statistics"][0]
+    assert vs_base["at"] == "training" and vs_base["base_decoding"] == {"temperature": 0.7, "value": 0.2}
+    assert vs_base["values"] == [0.7]  # the last point, evaluated at the training temperature
+    shown = table(summary)
+    assert "| base | 0 | 0.200 | 0.300 | |" in shown
+    assert "| gigpo-seed0 | 100 | 0.700 | 0.800 | 1 / 1 |" in shown
+    assert "gigpo vs the base at the training temperature (T=0.7, 0.200): 0.700" in shown
