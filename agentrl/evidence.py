@@ -11,7 +11,11 @@ eval` runs, e.g. the base and the trained model at a low temperature, the sharpe
 are added as more evaluations. `bench/demo_report.py` builds docs/benchmarks.md's demo table from such
 files only.
 
-What this is not: an evaluation (it runs no model) or a statistic (the report script makes those).
+Also `replace_block`: the one way the report scripts (`bench/gpu_report.py`, `studies/scripts/`'s
+`demo_report.py` and `context_report.py`) rewrite a generated block of a page, between its markers.
+
+What this is not: an evaluation (it runs no model), a statistic (the report script makes those) or a
+template engine.
 """
 
 from __future__ import annotations
@@ -44,6 +48,15 @@ def commit_of(path: Path) -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("+dirty" if dirty else "")
+
+
+def replace_block(text: str, block: str, start: str, end: str, where: str = "README") -> str:
+    """`text` with the part between the markers `start` and `end` replaced by `block`, markers kept; a
+    missing marker stops with the file (`where`) and the markers it lacks."""
+    if start not in text or end not in text:
+        raise SystemExit(f"{where} has no {start} ... {end} block")
+    head, rest = text.split(start, 1)
+    return head + start + "\n" + block + "\n" + end + rest.split(end, 1)[1]
 
 
 def evaluations_of(

@@ -45,6 +45,7 @@ from agentrl.config import RunConfig, load_config
 from agentrl.cpu import cpu_flags
 from agentrl.demos import ScriptedPlay, end_of_turn_id, scripted_completion
 from agentrl.env.scripted import ScriptedTurn, scripted_policy_of
+from agentrl.evidence import commit_of
 from agentrl.memory import choose_allocator
 from agentrl.models import load_model
 from agentrl.tasks import load_tasks
@@ -53,9 +54,6 @@ from agentrl.trainer.run import open_run, pad_id, play_heldout
 from agentrl.trainer.samples import TrainSample, episode_to_samples
 from agentrl.trainer.update import ppo_update
 from agentrl.types import Episode
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from credit_study import code_version  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "context_policies.json"
@@ -319,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     report = {
         "command": " ".join(["bench/context_policies.py", *(argv if argv is not None else sys.argv[1:])]),
-        "commit": code_version(),
+        "commit": commit_of(ROOT),
         "cpu_flags": {flag: flag in cpu_flags() for flag in FLAGS},
         "policies": POLICIES,
         "swebench_overrides": SWEBENCH,
@@ -348,7 +346,7 @@ def update_only(args: argparse.Namespace, argv: Sequence[str] | None, started: f
     }
     report["update_run"] = {
         "command": " ".join(["bench/context_policies.py", *(argv if argv is not None else sys.argv[1:])]),
-        "commit": code_version(),
+        "commit": commit_of(ROOT),
         "cpu_flags": {flag: flag in cpu_flags() for flag in FLAGS},
         "wall_s": round(time.perf_counter() - started, 1),
     }

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import marked_block
+from agentrl import evidence
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -128,7 +128,7 @@ def rewrite(text: str, made: Mapping[str, str], where: Path) -> str:
     for name, block in made.items():
         start, end = BLOCKS[name]
         if start in text:
-            text = marked_block.replace_block(text, block, start, end, str(where))
+            text = evidence.replace_block(text, block, start, end, str(where))
     return text
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import marked_block
+from agentrl import evidence
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "bench" / "results" / "demo"
@@ -141,7 +141,7 @@ def table(records: Sequence[Mapping[str, Any]], folder: Path = EVIDENCE) -> str:
 
 def replace_block(text: str, block: str) -> str:
     """`text` with the page's demo block replaced by `block` (markers kept)."""
-    return marked_block.replace_block(text, block, START, END, str(PAGE))
+    return evidence.replace_block(text, block, START, END, str(PAGE))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import marked_block
+from agentrl import evidence
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "bench" / "results" / "gpu_check.json"
@@ -73,7 +73,7 @@ def table(report: Mapping[str, Any]) -> str:
 
 
 def replace_block(text: str, block: str, where: Path) -> str:
-    return marked_block.replace_block(text, block, START, END, str(where))
+    return evidence.replace_block(text, block, START, END, str(where))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
