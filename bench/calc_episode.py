@@ -18,13 +18,13 @@ What this is not: the sandbox benchmark (bench/sandbox.py measures the layer its
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import harness
 from agentrl_calc.env import CalcEnv
 
 from agentrl.sandbox.docker import OWNER_LABEL, owner, reap
@@ -68,6 +68,7 @@ def percentile(values: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="8 episodes per mode, 4 at a time")
+    harness.add_out_argument(parser, "calc_episode")
     args = parser.parse_args(argv)
     episodes, concurrency = (8, 4) if args.quick else (24, 6)
     result: dict[str, Any] = {"episodes": episodes, "concurrency": concurrency}
@@ -86,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         result[f"{name}_episode_p95_ms"] = percentile(times, 0.95)
     result["episode_speedup"] = round(result["fresh_episode_p50_ms"] / result["pooled_episode_p50_ms"], 1)
     result["python_call_p50_ms"] = percentile(python_times, 0.5)
-    print(json.dumps(result))
+    baseline = "a fresh container per episode, same run"
+    harness.emit("calc_episode", result, baseline=baseline, out=harness.out_path(args, "calc_episode"))
     return 0
 
 

@@ -30,13 +30,13 @@ What this is not: a test of correctness (tests/unit/test_credit_*.py are), nor a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+import harness
 import numpy as np
 
 from agentrl.credit import ESTIMATORS, estimate
@@ -185,11 +185,13 @@ def run(groups: int, repeats: int, scale_to_1m: bool) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="~100k steps; fail unless >= 10x the loop")
+    harness.add_out_argument(parser, "credit")
     args = parser.parse_args(argv)
     result = run(groups=410, repeats=3, scale_to_1m=True) if args.quick else run(4096, 2, False)
     slow = [name for name in ("gigpo", "hgpo", "salt") if result[f"{name}_speedup_vs_loop"] < TARGET_SPEEDUP]
     result["ok"] = not slow and result["gigpo_loop_max_abs_diff"] < 1e-9
-    print(json.dumps(result))
+    baseline = "a dict-and-loop GiGPO on the same batch, same run"
+    harness.emit("credit", result, baseline=baseline, out=harness.out_path(args, "credit"))
     return 1 if args.quick and not result["ok"] else 0
 
 

@@ -25,17 +25,17 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import harness
+
 from agentrl.env import Env, make
 from agentrl.types import Action, ToolCall
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results" / "fork.json"
 DEFAULT_SAMPLES = {
     "maze": 200,
     "calc": 10,
@@ -138,16 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", nargs="+", default=list(EPISODES), choices=list(EPISODES))
     parser.add_argument("--samples", type=int, default=None, help="forks per kind (default: per kind)")
+    harness.add_out_argument(parser, "fork")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {"load_avg_1m": round(os.getloadavg()[0], 2), "kinds": {}}
     for kind in args.kinds:
         results["kinds"][kind] = measure(kind, args.samples or DEFAULT_SAMPLES[kind])
-    results["command"] = "python bench/fork.py " + " ".join(argv or [])
-    results["commit"] = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    ).stdout.strip()
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results))
+    baseline = "none: absolute fork latencies per env kind, with the load they ran under"
+    harness.emit("fork", results, baseline=baseline, out=harness.out_path(args, "fork"), argv=argv)
     return 0
 
 

@@ -31,12 +31,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import harness
+
 from agentrl.agent.prompting import format_tool_call
 from agentrl.env import make
 from agentrl.types import Action, ToolCall
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results" / "replay_determinism.json"
 FIELDS = ("observation", "reward", "terminated", "truncated", "state_key")
 
 
@@ -176,13 +177,15 @@ KINDS = {
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS))
+    harness.add_out_argument(parser, "replay_determinism")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"load_avg_1m": os.getloadavg()[0], "kinds": {}}
     for kind in args.kinds:
         report["kinds"][kind] = KINDS[kind]()
         print(kind, json.dumps(report["kinds"][kind]), flush=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {RESULTS.relative_to(REPO)}")
+    baseline = "none: whether each env repeats its step results, not a speed"
+    out = harness.out_path(args, "replay_determinism")
+    harness.emit("replay_determinism", report, baseline=baseline, out=out, argv=argv)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ Every container it starts carries this process as `agentrl.owner` and is removed
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import docker
+import harness
 
 from agentrl.sandbox.docker import OWNER_LABEL, DockerSandbox, docker_client, owner, reap
 from agentrl.sandbox.limits import SandboxConfig
@@ -235,6 +235,7 @@ def check(results: dict[str, Any], counts: Counts) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts; exit 1 on a gross miss")
+    harness.add_out_argument(parser, "sandbox")
     args = parser.parse_args(argv)
     counts = QUICK if args.quick else FULL
     client = docker_client()
@@ -251,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         reap({OWNER_LABEL: owner()}, client)
     failures = check(results, counts) if args.quick else []
     results["failures"] = failures
-    print(json.dumps(results))
+    baseline = "a cold container start, same run (the pool's and exec's figures are absolute)"
+    harness.emit("sandbox", results, baseline=baseline, out=harness.out_path(args, "sandbox"), argv=argv)
     return 1 if failures else 0
 
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
 from fork import EPISODES, percentile, wait_for_warm_pools  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -196,20 +197,15 @@ def main(argv: list[str] | None = None) -> int:
         for kind in args.kinds:
             current[kind].append(play(kind, args.samples))
     results: dict[str, Any] = {"kinds": {kind: summarise(rounds) for kind, rounds in current.items()}}
-    results["commit"] = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    ).stdout.strip()
-    results["command"] = "python bench/sandbox_fork.py " + " ".join(argv or sys.argv[1:])
     if args.baseline:
         results["baseline"] = {
             "ref": args.baseline,
             "kinds": {kind: summarise(rounds) for kind, rounds in baseline.items()},
         }
         results["p50_ratio_baseline_over_current"] = ratios(results["baseline"]["kinds"], results["kinds"])
-    text = json.dumps(results, indent=2)
-    if args.out != "-":
-        Path(args.out).write_text(text + "\n")
-    print(json.dumps(results))
+    baseline = f"agentrl/ at {args.baseline}, same run" if args.baseline else "none (no --baseline given)"
+    out = None if args.out == "-" else Path(args.out)
+    harness.emit("sandbox_fork", results, baseline=baseline, out=out, argv=argv)
     return 0
 
 

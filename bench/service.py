@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -43,6 +42,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import harness
 
 from agentrl.client import ClientConfig, EnvClient
 from agentrl.env.builtin_echo import ECHO_ID
@@ -350,12 +351,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts, under a minute")
     parser.add_argument("--no-sandbox", action="store_true", help="skip the sandboxed sessions (no Docker)")
+    harness.add_out_argument(parser, "service")
     args = parser.parse_args(argv)
     counts = QUICK if args.quick else FULL
     with tempfile.TemporaryDirectory(prefix="agentrl-bench-service-") as tmp:
         result = run(counts, Path(tmp), sandboxed=not args.no_sandbox)
     result["mode"] = "quick" if args.quick else "full"
-    print(json.dumps(result))
+    baseline = "OpenEnv's server on the same machine, same run"
+    harness.emit("service", result, baseline=baseline, out=harness.out_path(args, "service"), argv=argv)
     return 0
 
 

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 
 from agentrl.config import load_config
@@ -190,8 +191,8 @@ def run_bench(bench: BenchConfig) -> dict[str, Any]:
             summary["wall_s"] = round(time.perf_counter() - run_started, 1)
             report["summary"].setdefault(env, {})[sampler_kind] = summary
             report["wall_s"] = round(time.perf_counter() - started, 1)
-            bench.out.parent.mkdir(parents=True, exist_ok=True)
-            bench.out.write_text(json.dumps(report, indent=2) + "\n")
+            baseline = "the uniform sampler on the same env, same run"
+            harness.emit("task_samplers", report, baseline=baseline, out=bench.out, echo=False)
     return report
 
 

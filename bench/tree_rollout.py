@@ -46,11 +46,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import harness
+
 RESULTS = Path(__file__).with_name("results")
 COMMON = ["rollout.seeded_sampling=true", "eval.before=false", "eval.after=false", "train.seed=0"]
 DEFAULTS = ["train.tasks_per_step=4", "train.group_size=4"]
 QUICK = ["train.tasks_per_step=2", "train.group_size=4", "rollout.max_turns=4"]
-CPU_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
 def episode_costs(episodes: Sequence[Any]) -> tuple[int, int]:
@@ -194,12 +195,6 @@ def fork_latency() -> dict[str, Any]:
     }
 
 
-def cpu_flags() -> list[str]:
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    found = {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split()}
-    return [flag for flag in CPU_FLAGS if flag in found]
-
-
 def report(result: dict[str, Any]) -> str:
     """The JSON as a markdown table, one row per setting (what docs/tree_rollouts.md quotes)."""
     columns = [
@@ -250,7 +245,6 @@ def main() -> None:
         return
     overrides = [*COMMON, *(QUICK if options.quick else DEFAULTS), *options.overrides]
     trees = [tuple(int(turn) for turn in entry.split(",")) for entry in options.trees]
-    load_before = os.getloadavg()
     os.environ["AGENTRL_DB_URL"] = ""
     with tempfile.TemporaryDirectory(prefix="agentrl-tree-bench-") as folder:
         figures = asyncio.run(measure(options.task, overrides, trees, Path(folder)))
@@ -259,17 +253,10 @@ def main() -> None:
         "overrides": overrides,
         **figures,
         "fork_ms": fork_latency(),
-        "cpu_flags": cpu_flags(),
-        "cores": os.cpu_count(),
-        "load_average_before": [round(value, 2) for value in load_before],
-        "load_average_after": [round(value, 2) for value in os.getloadavg()],
-        "command": " ".join(["python bench/tree_rollout.py", *sys.argv[1:]]),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
     out = options.out or str(default_out(options.task))
-    if out != "-":
-        Path(out).write_text(text + "\n")
+    baseline = "flat groups of the same size on the same tasks, same run"
+    harness.emit("tree_rollout", result, baseline=baseline, out=None if out == "-" else Path(out))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import harness
 from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
@@ -296,11 +297,8 @@ def main() -> int:
     episodes, repeats = (2_000, 5) if args.quick else (args.episodes, args.repeats)
     with tempfile.TemporaryDirectory(prefix="viewer-bench-") as scratch:
         result = run_bench(args.store or Path(scratch) / "viewer.db", episodes, repeats)
-    result["command"] = " ".join(["bench/viewer.py", *sys.argv[1:]])
     out = args.out or RESULTS / ("viewer_quick.json" if args.quick else "viewer.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    harness.emit("viewer", result, baseline="none: page times on a generated store, with its size", out=out)
     return 0
 
 

@@ -18,15 +18,14 @@ measurement: it times the server's answer only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import harness
 from fastapi.testclient import TestClient
 
 from agentrl.cpu import speed_flags
@@ -117,10 +116,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "viewer_tokens.json")
     args = parser.parse_args()
     result = run_bench(args.turns, args.tokens, args.repeats)
-    result["command"] = " ".join(["bench/viewer_tokens.py", *sys.argv[1:]])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    baseline = "the episode page without token strips, same run"
+    harness.emit("viewer_tokens", result, baseline=baseline, out=args.out)
     return 0
 
 

@@ -20,12 +20,12 @@ What this is not: a model benchmark; the actions are scripted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+import harness
 from agentrl_web.env import MiniWobEnv, ShopEnv
 from agentrl_web.tasks import miniwob_task, shop_task
 
@@ -54,10 +54,11 @@ def first(observation: str, kind: str) -> int:
     raise RuntimeError(f"no {kind} in {observation!r}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=5)
-    args = parser.parse_args()
+    harness.add_out_argument(parser, "web")
+    args = parser.parse_args(argv)
     samples: dict[str, list[float]] = {
         k: [] for k in ("reset", "click", "type", "invalid", "shot", "shop", "observe")
     }
@@ -96,7 +97,8 @@ def main() -> None:
         "driver_exec_floor_p50_ms": percentile(samples["observe"], 0.5),
         "load_avg_1m": round(load, 2),
     }
-    print(json.dumps(report))
+    baseline = "the driver's exec floor (one observe call), same run"
+    harness.emit("web", report, baseline=baseline, out=harness.out_path(args, "web"), argv=argv)
 
 
 if __name__ == "__main__":

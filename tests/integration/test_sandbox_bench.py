@@ -27,6 +27,7 @@ KEYS = {
 
 
 def _bench() -> ModuleType:
+    sys.path.insert(0, str(BENCH.parent))  # as when it runs: its `import harness` resolves
     spec = importlib.util.spec_from_file_location("bench_sandbox", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -29,4 +29,7 @@ def test_quick_bench_writes_every_page(tmp_path: Path) -> None:
     for figures in result["pages"].values():
         assert 0 < figures["p50_ms"] <= figures["p95_ms"] <= figures["max_ms"] and figures["bytes"] > 0
     assert isinstance(result["met"], bool) and result["target_p95_ms"] == 300
-    assert {"cpu_flags", "load_avg_start", "load_avg_end", "command", "build_s", "db_mb"} <= set(result)
+    assert {"cpu_flags", "load_avg_start", "load_avg_end", "build_s", "db_mb"} <= set(result)
+    assert result["harness"]["bench"] == "viewer" and result["harness"]["command"].startswith(
+        "bench/viewer.py"
+    )
