@@ -1,6 +1,6 @@
 """Whether an env reaches the same step results again when an episode's actions are replayed into a fresh
-env reset the same way: what a tree rollout's re-played branch checks (`agentrl/agent/tree.py::reopen`);
-writes bench/results/replay_determinism.json and prints it.
+env reset the same way: what a tree rollout's re-played branch checks
+(`agentrl/agent/tree_replay.py::reopen`); writes bench/results/replay_determinism.json and prints it.
 
     .venv/bin/python bench/replay_determinism.py                   # every kind that is installed
     .venv/bin/python bench/replay_determinism.py --kinds maze calc
