@@ -41,8 +41,8 @@ test-vllm: setup-vllm images model
 	$(VLLM_VENV)/bin/pytest -q tests/integration/test_engine_vllm.py tests/unit/test_engine_vllm_logic.py
 
 lint: python
-	$(VENV)/bin/ruff check agentrl envs tests bench
-	$(VENV)/bin/ruff format --check agentrl envs tests bench
+	$(VENV)/bin/ruff check agentrl envs tests bench studies
+	$(VENV)/bin/ruff format --check agentrl envs tests bench studies
 	$(VENV)/bin/mypy
 
 # `make docs`: the docs site (mkdocs.yml, docs/) into site/, strict: a broken link, a page left out of the nav or

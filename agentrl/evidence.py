@@ -8,8 +8,8 @@ the held-out episodes in the run store, split "eval") into one JSON: every evalu
 `temperature`, step and per-task outcomes; a top-level `per_task` list pairing each task's outcome before
 and after training; the seeds, the commit and the CPU flags. Optional control evaluations (separate `agentrl
 eval` runs, e.g. the base and the trained model at a low temperature, the sharpening control of issue 41)
-are added as more evaluations. `bench/demo_report.py` builds docs/benchmarks.md's demo table from such
-files only.
+are added as more evaluations. `studies/scripts/demo_report.py` builds docs/benchmarks.md's demo table from
+such files only.
 
 Also `replace_block`: the one way the report scripts (`bench/gpu_report.py`, `studies/scripts/`'s
 `demo_report.py` and `context_report.py`) rewrite a generated block of a page, between its markers.

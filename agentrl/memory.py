@@ -12,8 +12,8 @@ own mmap. `AGENTRL_ALLOCATOR=system` changes nothing.
 Why: PyTorch on CPU allocates and frees its activations, logits and KV buffers on every step, from several
 threads, in sizes that vary with each batch.
 - glibc's defaults (up to 8 arenas per core, a mmap threshold that adapts up to 32 MiB) fragment: a maze
-  training run (bench/credit_study.py) grew many fully resident arena heaps (/proc/PID/smaps) and the
-  machine thrashed.
+  training run (studies/scripts/credit_study.py) grew many fully resident arena heaps (/proc/PID/smaps) and
+  the machine thrashed.
 - The glibc cap fixed that but makes every large buffer a fresh mmap whose pages the kernel faults in and
   zeroes, so training spent much of its time in the kernel.
 - tcmalloc avoids both. The measurements (update time, kernel time and peak memory under each allocator)

@@ -181,7 +181,8 @@ def copied_turns(episode: Episode) -> int:
 def env_steps_of(episodes: Sequence[Episode]) -> int:
     """Env steps the episodes cost: each turn the env played (a summary turn is none), a tree branch's
     copied prefix turns once, in the episode that played them (a fork plays no action; `copied_turns`), as
-    bench/tree_rollout.py counts them. What `train.env_step_budget` and bench/credit_study.py count."""
+    bench/tree_rollout.py counts them. What `train.env_step_budget` and studies/scripts/credit_study.py
+    count."""
     return sum(
         sum(not turn.is_summary for turn in episode.turns[copied_turns(episode) :]) for episode in episodes
     )

@@ -12,7 +12,8 @@ train` saves it) and the episode dicts of the run store.
   failure is not scored. Pairs are "both" solved, "gained" (solved only in B), "lost" (only in A),
   "neither", or "unpaired" (missing or unscored on one side).
 
-What this is not: a statistic. It counts; `bench/demo_report.py` and `agentrl.evidence` do the inference.
+What this is not: a statistic. It counts; `studies/scripts/demo_report.py` and `agentrl.evidence` do the
+inference.
 """
 
 from __future__ import annotations

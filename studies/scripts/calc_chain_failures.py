@@ -1,13 +1,13 @@
 """Why the base model fails the later parts of a calc-chain episode (issue 41, docs/credit_study.md part 3).
 
-    .venv/bin/python bench/calc_chain_failures.py      # -> bench/results/calc_chain_failures.json
+    .venv/bin/python studies/scripts/calc_chain_failures.py      # -> bench/results/calc_chain_failures.json
 
-The go/no-go (`bench/calc_chain_gonogo.py`) measured that parts 2 and 3 are solved far less often than part 1
-although the parts are independent problems of one kind, and kept outcomes, not turns. This script plays the
-first `--tasks` held-out chains as the held-out evaluation plays them (`trainer.run.play_heldout`: one
-episode per task, per-request sampler seeds, so the cached engine repeats them exactly; at `--temperature`;
-the committed results file predates that and was played unseeded) and labels every part that was
-not answered right with what its turns show (a part can carry several labels):
+The go/no-go (`studies/scripts/calc_chain_gonogo.py`) measured that parts 2 and 3 are solved far less often
+than part 1 although the parts are independent problems of one kind, and kept outcomes, not turns. This script
+plays the first `--tasks` held-out chains as the held-out evaluation plays them (`trainer.run.play_heldout`:
+one episode per task, per-request sampler seeds, so the cached engine repeats them exactly; at
+`--temperature`; the committed results file predates that and was played unseeded) and labels every part that
+was not answered right with what its turns show (a part can carry several labels):
 
     carried_answer:  a number in a python call or the submitted answer is an earlier part's answer
     swapped:         the submitted answer is the negative of the right one (a reversed question's operands
@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calc_chain_gonogo import FLAGS  # noqa: E402
 from credit_study import code_version  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "bench" / "results" / "calc_chain_failures.json"
 LABELS = (
     "carried_answer",
@@ -181,7 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     measured = asyncio.run(play(args.task, args.tasks, args.temperature, overrides))
     report = {
-        "command": " ".join(["bench/calc_chain_failures.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(
+            ["studies/scripts/calc_chain_failures.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
         "commit": code_version(),
         "cpu_flags": {flag: flag in cpu_flags() for flag in FLAGS},
         "task": args.task,

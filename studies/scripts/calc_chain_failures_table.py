@@ -1,10 +1,10 @@
 """The markdown table docs/credit_study.md quotes for plan 3b's failure counts, made from their JSON files.
 
-    .venv/bin/python bench/calc_chain_failures_table.py bench/results/calc_chain_failures_3b_*.json
+    .venv/bin/python studies/scripts/calc_chain_failures_table.py bench/results/calc_chain_failures_3b_*.json
 
-What this is: one row per file written by `bench/calc_chain_failures.py` (one model, one decoding): parts
-right by position, by wording, and each failure label summed over the parts. What this is not: a test or a
-statistic; the labels are that script's heuristics.
+What this is: one row per file written by `studies/scripts/calc_chain_failures.py` (one model, one decoding):
+parts right by position, by wording, and each failure label summed over the parts. What this is not: a test or
+a statistic; the labels are that script's heuristics.
 """
 
 from __future__ import annotations

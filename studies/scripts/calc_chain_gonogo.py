@@ -1,7 +1,8 @@
 """Go/no-go for the calc-chain study (issue 41, docs/credit_study.md part 3), before any training run.
 
-    .venv/bin/python bench/calc_chain_gonogo.py            # -> bench/results/calc_chain_gonogo.json
-    .venv/bin/python bench/calc_chain_gonogo.py --tasks 12 --temperatures 0 --no-batch --out /tmp/pilot.json
+    .venv/bin/python studies/scripts/calc_chain_gonogo.py     # -> bench/results/calc_chain_gonogo.json
+    .venv/bin/python studies/scripts/calc_chain_gonogo.py --tasks 12 --temperatures 0 --no-batch \
+        --out /tmp/pilot.json
 
 What this is: two measurements of the base model (SmolLM2-135M-Instruct) on `configs/calc-chain.yaml`:
 1. **Per-part success** on the first `--tasks` held-out chains at each of `--temperatures` (greedy = 0, 0.3
@@ -54,7 +55,7 @@ from agentrl.types import Episode
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from credit_study import code_version  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "bench" / "results" / "calc_chain_gonogo.json"
 FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
@@ -249,7 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     measured = asyncio.run(measure(config, temperatures, args.tasks, not args.no_batch))
     report = {
-        "command": " ".join(["bench/calc_chain_gonogo.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(
+            ["studies/scripts/calc_chain_gonogo.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
         "commit": code_version(),
         "cpu_flags": {flag: flag in cpu_flags() for flag in FLAGS},
         "task": args.task,

@@ -14,9 +14,9 @@ sampled at `eval.temperature` with the fixed sampler seed, so base, SFT and SFT+
 the same random stream. `--rl-from-base` adds an RL run of the same budget from the base model, the
 comparison that says whether the warm start is what gave RL its signal.
 
-    .venv/bin/python bench/cold_start.py --env maze            # -> bench/results/cold_start_maze.json
-    .venv/bin/python bench/cold_start.py --env search-tools    # needs Docker (the retriever sandbox)
-    .venv/bin/python bench/cold_start.py --env web-shop        # needs Docker (the browser sandbox)
+    .venv/bin/python studies/scripts/cold_start.py --env maze          # -> bench/results/cold_start_maze.json
+    .venv/bin/python studies/scripts/cold_start.py --env search-tools  # needs Docker (the retriever sandbox)
+    .venv/bin/python studies/scripts/cold_start.py --env web-shop      # needs Docker (the browser sandbox)
 
 Runs go to runs/cold_start/ with their own store (runs/cold_start/store.db); `--reuse` skips the commands an
 earlier invocation finished (runs/cold_start/<prefix>-timings.json); `--quick` shrinks every budget (a smoke
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
 
 

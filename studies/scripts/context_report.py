@@ -1,14 +1,14 @@
 """The tables docs/context.md and docs/credit_study.md quote for the context policies (issue 51), made from
 their committed results files.
 
-    .venv/bin/python bench/context_report.py                # print the tables
-    .venv/bin/python bench/context_report.py --write-docs   # rewrite the generated blocks of both pages
+    .venv/bin/python studies/scripts/context_report.py               # print the tables
+    .venv/bin/python studies/scripts/context_report.py --write-docs  # rewrite both pages' generated blocks
 
 What this is: three tables. (1) calc-chain per-part success of the base model, `full` against `window`
-(`bench/results/context_calc_chain_{full,window}.json`, written by `bench/calc_chain_gonogo.py`), with the
-largest gap of a later part to part 1 and whether the plan's target (every part within 0.1 of part 1) holds;
-(2) swebench-local turns reached and the share stopped by `max_tokens`, per agent, policy and context size,
-and (3) the update's samples, tokens and seconds per episode per policy (both from
+(`bench/results/context_calc_chain_{full,window}.json`, written by `studies/scripts/calc_chain_gonogo.py`),
+with the largest gap of a later part to part 1 and whether the plan's target (every part within 0.1 of part 1)
+holds; (2) swebench-local turns reached and the share stopped by `max_tokens`, per agent, policy and context
+size, and (3) the update's samples, tokens and seconds per episode per policy (both from
 `bench/results/context_policies.json`, written by `bench/context_policies.py`). What this is not: a
 measurement; it only formats files.
 """
@@ -23,19 +23,22 @@ from typing import Any
 
 from agentrl import evidence
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 CALC = {policy: RESULTS / f"context_calc_chain_{policy}.json" for policy in ("full", "window")}
 POLICIES = RESULTS / "context_policies.json"
 CONTEXT_DOC = ROOT / "docs" / "context.md"
 STUDY_DOC = ROOT / "docs" / "credit_study.md"
 BLOCKS = {
-    "calc": ("<!-- context-calc:start (bench/context_report.py) -->", "<!-- context-calc:end -->"),
+    "calc": ("<!-- context-calc:start (studies/scripts/context_report.py) -->", "<!-- context-calc:end -->"),
     "swebench": (
-        "<!-- context-swebench:start (bench/context_report.py) -->",
+        "<!-- context-swebench:start (studies/scripts/context_report.py) -->",
         "<!-- context-swebench:end -->",
     ),
-    "update": ("<!-- context-update:start (bench/context_report.py) -->", "<!-- context-update:end -->"),
+    "update": (
+        "<!-- context-update:start (studies/scripts/context_report.py) -->",
+        "<!-- context-update:end -->",
+    ),
 }
 TARGET = 0.1
 

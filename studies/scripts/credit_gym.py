@@ -1,12 +1,13 @@
 """Credit-assignment gym (issue 25, part 1): which estimator makes a small policy learn the maze faster?
 
-    .venv/bin/python bench/credit_gym.py            # the full gym: 3 levels x 2 policies x 5 estimators x
-                                                    # 20 seeds + sweeps: ~16 CPU-min, ~8 min on 2 idle cores
-    .venv/bin/python bench/credit_gym.py --quick    # level 3, mlp, grpo vs gigpo, seeds 0-15 (~50 CPU-s)
-    .venv/bin/python bench/credit_gym.py --llm-shape  # level 1, mlp, grpo vs gigpo, 2 tasks x 4 episodes per
-                                                    # update (the LLM study's shape), 12k env steps
-    .venv/bin/python bench/credit_gym.py --out x.json   # where the JSON (and the PNG beside it) go
-    .venv/bin/python bench/credit_gym.py --replot   # only redraw the PNG from the JSON
+    .venv/bin/python studies/scripts/credit_gym.py              # the full gym: 3 levels x 2 policies x
+        # 5 estimators x 20 seeds + sweeps: ~16 CPU-min, ~8 min on 2 idle cores
+    .venv/bin/python studies/scripts/credit_gym.py --quick      # level 3, mlp, grpo vs gigpo, seeds 0-15
+        # (~50 CPU-s)
+    .venv/bin/python studies/scripts/credit_gym.py --llm-shape  # level 1, mlp, grpo vs gigpo, 2 tasks x
+        # 4 episodes per update (the LLM study's shape), 12k env steps
+    .venv/bin/python studies/scripts/credit_gym.py --out x.json # where the JSON (and the PNG beside it) go
+    .venv/bin/python studies/scripts/credit_gym.py --replot     # only redraw the PNG from the JSON
 
 What this is: small policies that train in seconds, acting in the maze env's real dynamics
 (`agentrl_maze.env.MazeEnv` on the task files `tasks/maze/level{1,2,3}`: walls, the door and key of
@@ -71,9 +72,9 @@ and SALT is not GRPO.)
 Writes `--out` (default bench/results/credit_gym.json) and the plot beside it (same stem, .png): learning
 curves per policy and level, and the sweeps. Runs in at most `workers` (2) processes.
 
-What this is not: an LLM study (that is bench/credit_study.py), a hyper-parameter search (every estimator
-runs with its defaults, the learning rates were chosen once with GRPO only, see docs/credit_gym.md) or a
-re-implementation of any estimator or of the env.
+What this is not: an LLM study (that is studies/scripts/credit_study.py), a hyper-parameter search (every
+estimator runs with its defaults, the learning rates were chosen once with GRPO only, see docs/credit_gym.md)
+or a re-implementation of any estimator or of the env.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ from agentrl.credit.metrics import credit_metrics  # noqa: E402
 from agentrl.tasks import Task, load_tasks, sample_tasks  # noqa: E402
 from agentrl.types import Action, Episode, ToolCall, Turn  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 DIRECTIONS = ("up", "down", "left", "right")
 INVALID_TEXT = "wait"  # names no move: the env answers it as an invalid turn

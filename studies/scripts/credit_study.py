@@ -1,9 +1,9 @@
 """Credit-assignment study (issue 9): GRPO vs GiGPO vs HGPO vs SALT on the maze env, same env-step budget.
 
-    .venv/bin/python bench/credit_study.py            # the full study (see "Cost" below); the lead runs it
-    .venv/bin/python bench/credit_study.py --quick    # 1 seed, grpo + gigpo, 1 tiny train step: minutes
-    .venv/bin/python bench/credit_study.py --study calc-chain   # part 3 of docs/credit_study.md (issue 41)
-    .venv/bin/python bench/credit_study.py --study calc-chain-tree   # part 3's tree arms (issue 42)
+    .venv/bin/python studies/scripts/credit_study.py          # the full study ("Cost" below), run by the lead
+    .venv/bin/python studies/scripts/credit_study.py --quick  # 1 seed, grpo + gigpo, 1 tiny step: minutes
+    .venv/bin/python studies/scripts/credit_study.py --study calc-chain       # part 3 of the study (issue 41)
+    .venv/bin/python studies/scripts/credit_study.py --study calc-chain-tree  # part 3's tree arms (issue 42)
 
 First it makes the warm start every run begins from, once (`agentrl demos` + `agentrl sft`, the
 cold-start recipe; `warm_start_demos=0` starts from the base model instead). Then for each estimator and
@@ -98,7 +98,7 @@ from agentrl.trainer.samples import env_steps_of, forks_of
 from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
 from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
 CREDIT_KEYS = ("anchor_hit_rate", "anchor_group_size", "zero_variance_groups")
 # measured step and eval times (seconds) on the 2-core machine; used only by `estimate_wall_s`
@@ -400,7 +400,9 @@ async def train_run(study: StudyConfig, arm: Arm, seed: int) -> RunResult:
         if study.best_temperature is not None:
             result.curve[-1]["at_best_temperature"] = await evaluate_at(ctx, study.best_temperature)
         result.evaluations = kept_evaluations(ctx)
-        save_final_weights(ctx)  # runs_dir/<run>/final, for `bench/calc_chain_failures.py model.name=...`
+        save_final_weights(
+            ctx
+        )  # runs_dir/<run>/final, for `studies/scripts/calc_chain_failures.py model.name=...`
     result.wall_s = time.perf_counter() - started
     return result
 

@@ -1,8 +1,8 @@
 """Why a credit-study run learns or does not: per-update and per-evaluation measurements of one run.
 
-    .venv/bin/python bench/credit_study_report.py runs/credit_study_warm/credit-grpo-seed0-... \
+    .venv/bin/python studies/scripts/credit_study_report.py runs/credit_study_warm/credit-grpo-seed0-... \
         --out bench/results/credit_study_warm_runs/grpo-seed0.steps.json
-    .venv/bin/python bench/credit_study_report.py --table bench/results/credit_study_warm_runs
+    .venv/bin/python studies/scripts/credit_study_report.py --table bench/results/credit_study_warm_runs
 
 What this is: the measurements docs/credit_study.md quotes, read back from a run's `metrics.jsonl` and the
 run store (`--store`, else the URL the run's config.yaml names, else the default store; run it from the folder
@@ -19,8 +19,8 @@ the run ran in, since the default SQLite path is relative):
 held-out successes at each checkpoint, train-side means and the worst update's invalid rate, and the move
 quality and the four moves' shares of its last held-out evaluation.
 
-What this is not: the study's runner (`bench/credit_study.py`) or a general run viewer (`agentrl runs`).
-Level-1 mazes only (no key or door: the distance ignores them).
+What this is not: the study's runner (`studies/scripts/credit_study.py`) or a general run viewer (`agentrl
+runs`). Level-1 mazes only (no key or door: the distance ignores them).
 """
 
 from __future__ import annotations

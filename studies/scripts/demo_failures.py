@@ -1,8 +1,8 @@
 """How the calc demo's held-out episodes ended, read from the run store; writes
 bench/results/demo_failures.json (`--out`).
 
-    .venv/bin/python bench/demo_failures.py demo-20261127-083035 demo-20261127-093729   # runs by name
-    .venv/bin/python bench/demo_failures.py --report bench/results/demo_failures.json   # the markdown table
+    .venv/bin/python studies/scripts/demo_failures.py demo-20261127-083035 demo-20261127-093729  # by name
+    .venv/bin/python studies/scripts/demo_failures.py --report bench/results/demo_failures.json  # the table
 
 For each `make demo` run named, four held-out evaluations of the same 48 tasks: `before` and `after`
 (the run's own, at the evaluation temperature) and `control-before` / `control-after` (the runs
@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "bench" / "results" / "demo_failures.json"
 OUTCOMES = ("solved", "infra", "syntax_error", "never_submitted", "wrong_answer")
 
@@ -184,7 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = store_loader()
     result = {
         "runs": {name: evaluations(name, load) for name in options.runs},
-        "command": " ".join(["python bench/demo_failures.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(
+            ["python studies/scripts/demo_failures.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
     }
     options.out.write_text(json.dumps(result, indent=2) + "\n")
     print(report(result))

@@ -1,7 +1,7 @@
 """docs/benchmarks.md's demo table, made from the committed evidence files of `make demo` runs (never typed).
 
-    .venv/bin/python bench/demo_report.py                   # print the table (or say that it is pending)
-    .venv/bin/python bench/demo_report.py --write-docs    # rewrite docs/benchmarks.md's marked block
+    .venv/bin/python studies/scripts/demo_report.py               # print the table (or say it is pending)
+    .venv/bin/python studies/scripts/demo_report.py --write-docs  # rewrite docs/benchmarks.md's marked block
 
 What this is: the reader of `bench/results/demo/*.json` (each written by `agentrl.evidence` at the end of a
 `make demo` run: per-task outcomes before and after training, at the evaluation temperature, plus the
@@ -26,10 +26,10 @@ from typing import Any
 
 from agentrl import evidence
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE = ROOT / "bench" / "results" / "demo"
 PAGE = ROOT / "docs" / "benchmarks.md"
-START, END = "<!-- demo-table:start (bench/demo_report.py) -->", "<!-- demo-table:end -->"
+START, END = "<!-- demo-table:start (studies/scripts/demo_report.py) -->", "<!-- demo-table:end -->"
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
@@ -105,7 +105,8 @@ def table(records: Sequence[Mapping[str, Any]], folder: Path = EVIDENCE) -> str:
     if not records:
         return (
             f"No demo evidence files under `{where}/` yet: the table is pending. Each `make demo` run "
-            f"writes one (`agentrl.evidence`); commit it and run `bench/demo_report.py --write-docs`."
+            "writes one (`agentrl.evidence`); commit it and run "
+            "`studies/scripts/demo_report.py --write-docs`."
         )
     rows = sorted((run_row(record) for record in records), key=lambda row: (row["seed"], row["run"]))
     changes = [row["change"] for row in rows if row["change"] is not None]

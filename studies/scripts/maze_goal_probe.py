@@ -1,6 +1,6 @@
 """Does a model's first maze move follow the goal? Exact first-move probabilities on the held-out mazes.
 
-    .venv/bin/python bench/maze_goal_probe.py \
+    .venv/bin/python studies/scripts/maze_goal_probe.py \
         --models smollm2-135m-instruct,runs/credit_study_warm/warm-start-dfcd158e-sft/final
     # -> bench/results/maze_goal_probe.json
 
@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from credit_study import StudyConfig  # noqa: E402
 from credit_study_report import distance_to_goal  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DIRECTIONS = tuple(MOVES)  # up, down, left, right
 
 
@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(probe_model(config, run, name))
         print(json.dumps(results[-1]), file=sys.stderr)
     report = {
-        "command": "bench/maze_goal_probe.py --models "
+        "command": "studies/scripts/maze_goal_probe.py --models "
         + ",".join(config.models)
         + (f" --limit {config.limit}" if config.limit else ""),
         "env_kwargs": dict(run.env.kwargs),

@@ -1,11 +1,11 @@
 """How much of a maze run's held-out success a blind lean explains: a mover with the run's move shares.
 
-    .venv/bin/python bench/maze_lean_baseline.py bench/results/credit_study_warm_runs/*.steps.json \
+    .venv/bin/python studies/scripts/maze_lean_baseline.py bench/results/credit_study_warm_runs/*.steps.json \
         bench/results/credit_study_warm_seqmean_runs/grpo-seed0.steps.json
     # -> a markdown table on stdout, and bench/results/maze_lean_baseline.json
 
-What this is: for each `*.steps.json` (from `bench/credit_study_report.py`), the direction shares of the
-run's last held-out evaluation (the moves its valid turns made) and, for a mover that draws every move
+What this is: for each `*.steps.json` (from `studies/scripts/credit_study_report.py`), the direction shares of
+the run's last held-out evaluation (the moves its valid turns made) and, for a mover that draws every move
 independently from those shares and never looks at the board, its success on the 60 held-out level-1
 mazes through the env's own dynamics (`agentrl_maze.levels.move`, walls included, `max_steps` moves), over
 `plays` plays per maze. A run whose success is near its lean's has not shown that it reads the board; one
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from credit_study import StudyConfig  # noqa: E402
 from credit_study_report import last_evaluation  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DIRECTIONS = tuple(MOVES)  # up, down, left, right
 UNIFORM = {d: 0.25 for d in DIRECTIONS}
 

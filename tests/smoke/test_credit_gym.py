@@ -1,6 +1,6 @@
-"""`bench/credit_gym.py`: the pure pieces (bands, thresholds, ratios, features), the SALT = GRPO identity for
-Markov policies, and `--quick` end to end with the direction the GiGPO paper reports on the long-horizon
-maze level (level 3): GiGPO's held-out success beats GRPO's at the same env steps.
+"""`studies/scripts/credit_gym.py`: the pure pieces (bands, thresholds, ratios, features), the SALT = GRPO
+identity for Markov policies, and `--quick` end to end with the direction the GiGPO paper reports on the
+long-horizon maze level (level 3): GiGPO's held-out success beats GRPO's at the same env steps.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
 import credit_gym  # noqa: E402
 
@@ -111,7 +111,7 @@ def test_salt_gives_a_markov_policy_exactly_grpos_gradient() -> None:
 def test_quick_gym_gigpo_beats_grpo_on_the_long_horizon_level(tmp_path: Path) -> None:
     out = tmp_path / "quick.json"
     subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "credit_gym.py"), "--quick", "--out", str(out)],
+        [sys.executable, str(ROOT / "studies" / "scripts" / "credit_gym.py"), "--quick", "--out", str(out)],
         check=True,
         cwd=ROOT,
         timeout=1800,  # ~50 CPU-s: ~30 s on an idle 2-core machine, minutes on a loaded one
@@ -154,7 +154,14 @@ def test_quick_tree_gigpo_beats_flat_gigpo(tmp_path: Path) -> None:
     per-seed AUC difference's one-sided 90% Student-t lower bound above 0."""
     out = tmp_path / "tree.json"
     subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "credit_gym.py"), "--tree", "--quick", "--out", str(out)],
+        [
+            sys.executable,
+            str(ROOT / "studies" / "scripts" / "credit_gym.py"),
+            "--tree",
+            "--quick",
+            "--out",
+            str(out),
+        ],
         check=True,
         cwd=ROOT,
         timeout=1800,

@@ -1,4 +1,5 @@
-"""`bench/credit_study.py --quick`: the study runner end to end (real model, real training, two estimators).
+"""`studies/scripts/credit_study.py --quick`: the study runner end to end (real model, real training, two
+estimators).
 
 Also checks the pure parts of the summary (checkpoints, bands, the GiGPO-vs-GRPO ratio) on hand-made curves.
 """
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
 import credit_study  # noqa: E402
 
@@ -222,7 +223,7 @@ def test_quick_study_writes_json_and_plot(tmp_path: Path, tiny_model: Path) -> N
     tiny random model in place of SmolLM2: the numbers are not the point here."""
     out = tmp_path / "study.json"
     command = [
-        sys.executable, str(ROOT / "bench" / "credit_study.py"), "--quick", "--out", str(out),
+        sys.executable, str(ROOT / "studies" / "scripts" / "credit_study.py"), "--quick", "--out", str(out),
         f"runs_dir={tmp_path}/runs", f"store.url=sqlite:///{tmp_path}/store.db",
         f"model.name={tiny_model}", "rollout.max_context_tokens=4096",  # one byte per token
     ]  # fmt: skip

@@ -1,5 +1,5 @@
-"""`bench/maze_goal_probe.py`: its pure measures on hand-made distributions, its closer-move reading of real
-layouts, and its scoring of the four calls on the tiny random model against a plain full forward."""
+"""`studies/scripts/maze_goal_probe.py`: its pure measures on hand-made distributions, its closer-move reading
+of real layouts, and its scoring of the four calls on the tiny random model against a plain full forward."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
 import maze_goal_probe as probe  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""`bench/calc_chain_failures.py`'s pure part: the labels of a calc-chain part that was not answered right."""
+"""`studies/scripts/calc_chain_failures.py`'s pure part: the labels of a calc-chain part that was not answered
+right."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
 from calc_chain_failures import part_labels  # noqa: E402
 

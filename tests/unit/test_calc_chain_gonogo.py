@@ -1,4 +1,5 @@
-"""`bench/calc_chain_gonogo.py`'s pure parts: per-part outcomes, their summary, the advantage comparison."""
+"""`studies/scripts/calc_chain_gonogo.py`'s pure parts: per-part outcomes, their summary, the advantage
+comparison."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
 from calc_chain_gonogo import (  # noqa: E402
     best_decoding,

@@ -1,5 +1,5 @@
-"""`bench/context_report.py`: docs/context.md and docs/credit_study.md quote exactly what the committed
-context-policy results files make, and the table's gap to part 1 is signed."""
+"""`studies/scripts/context_report.py`: docs/context.md and docs/credit_study.md quote exactly what the
+committed context-policy results files make, and the table's gap to part 1 is signed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
 from context_report import BLOCKS, CONTEXT_DOC, STUDY_DOC, blocks, part_gap  # noqa: E402
 

@@ -1,5 +1,5 @@
-"""`bench/credit_study_report.py`'s move quality on hand-made maze turns and its kept-runs table (pure logic,
-no store)."""
+"""`studies/scripts/credit_study_report.py`'s move quality on hand-made maze turns and its kept-runs table
+(pure logic, no store)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
 from credit_study_report import (  # noqa: E402
     Turn,

@@ -1,5 +1,5 @@
-"""bench/demo_failures.py's pure parts: each stored calc episode gets the outcome its turns show, unclosed
-first calls are told apart from closed ones, and evaluations are picked by run name and step."""
+"""studies/scripts/demo_failures.py's pure parts: each stored calc episode gets the outcome its turns show,
+unclosed first calls are told apart from closed ones, and evaluations are picked by run name and step."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bench_scripts import load_bench
+from bench_scripts import load_study_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench() -> ModuleType:
-    return load_bench("demo_failures")
+    return load_study_script("demo_failures")
 
 
 def python(code: str, observation: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""`bench/demo_report.py` on fixture evidence files; `agentrl.evidence`'s pure parts (no store, no model)."""
+"""`studies/scripts/demo_report.py` on fixture evidence files; `agentrl.evidence`'s pure parts (no store, no
+model)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from agentrl.evidence import evaluations_of, paired
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
 from demo_report import END, START, band, load_records, mcnemar_exact, replace_block, table  # noqa: E402
 

@@ -226,7 +226,7 @@ def test_the_command_checker_finds_what_is_wrong() -> None:
     assert command_problem("curl http://example.com") is not None
     assert command_problem("torchrun --nnodes 2 -m agentrl.cli.main train --task TASK") is None
     assert command_problem("torchrun --nnodes 2 -m agentrl.cli.main trian --task TASK") is not None
-    assert command_problem("nice -n 19 .venv/bin/python bench/credit_gym.py --quick") is None
+    assert command_problem("nice -n 19 .venv/bin/python studies/scripts/credit_gym.py --quick") is None
     assert command_problem("nice .venv/bin/python bench/no_such_bench.py") is not None
 
 

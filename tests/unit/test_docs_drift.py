@@ -25,7 +25,7 @@ DESIGN = ROOT / "docs" / "design.md"
 PACKAGE = ROOT / "agentrl"
 
 FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:x\b|×| ?tokens/s| ?tok/s| ?steps/s| ?episodes/s| ?ms\b)")
-MEASURED = re.compile(r"\bmeasur|\bbench/\w+\.py", re.IGNORECASE)
+MEASURED = re.compile(r"\bmeasur|\b(?:bench|studies/scripts)/\w+\.py", re.IGNORECASE)
 CITATION = re.compile(r"bench/results/[\w./<>${}*-]+?\.(?:json|jsonl|md|png|csv)\b")
 TEMPLATE = re.compile(r"[<>${}*]")  # a path pattern (`cold_start_<env>.json`), not a file
 NOT_BACKED = "not backed: no results file in bench/results/"

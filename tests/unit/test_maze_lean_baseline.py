@@ -1,4 +1,5 @@
-"""`bench/maze_lean_baseline.py`: a blind mover's success through the maze's own dynamics (pure logic)."""
+"""`studies/scripts/maze_lean_baseline.py`: a blind mover's success through the maze's own dynamics (pure
+logic)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
 from maze_lean_baseline import last_shares, lean_success  # noqa: E402
 

@@ -1,5 +1,6 @@
 """Plan 3b on `agentrl study`: the study's report, made from its committed records alone, regenerates the
-figures `bench/credit_study.py` committed before the study tool existed, and docs/benchmarks.md quotes it.
+figures `studies/scripts/credit_study.py` committed before the study tool existed, and docs/benchmarks.md
+quotes it.
 
 What this is: a comparison of numbers read from committed files (the records under
 `studies/calc-chain-plan3b/results/runs/` against the old report kept in `results/before/`). What it is
