@@ -4,7 +4,9 @@ What this is: thin handlers over `agentrl.study` (docs/studies.md). NAME is a fo
 `studies/`) holding `study.yaml`. `plan` prints the runs and the estimated wall time and writes `plan.json`
 (the study file's hash); `run` refuses a study file that differs from the planned one, then plays every run
 not yet done, resuming from disk; `status` says what ran; `report` writes the summary, table and plot under
-`results/` and rewrites the study's block in each `--page`. What this is not: the runner or the statistics.
+`results/` and rewrites the study's block in each `--page`. A study file with `kind: gonogo` is a go/no-go
+(`agentrl.study.gonogo`): the same four commands measure its variants and report go or no-go. What this is
+not: the runner or the statistics.
 """
 
 from __future__ import annotations
@@ -37,10 +39,36 @@ def add_parser(commands: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from agentrl.study.report import report
-    from agentrl.study.runner import Layout, plan, run, status
+    from agentrl.study.gonogo import KIND, spec_kind
+    from agentrl.study.runner import Layout
 
     layout = Layout(args.root / args.name)
+    if spec_kind(layout.spec) == KIND:
+        return handle_gonogo(args, layout)
+    return handle_comparison(args, layout)
+
+
+def handle_gonogo(args: argparse.Namespace, layout: Any) -> int:
+    from agentrl.study import gonogo
+
+    if args.action == "plan":
+        print(json.dumps(gonogo.plan(layout), indent=1))
+    elif args.action == "run":
+        gonogo.run(layout)
+    elif args.action == "status":
+        print("\n".join(gonogo.status(layout)))
+    else:
+        summary = gonogo.report(layout, args.page)
+        print((layout.results / "table.md").read_text(), end="")
+        if summary["not_finished"]:
+            print(f"not measured: {', '.join(summary['not_finished'])}")
+    return 0
+
+
+def handle_comparison(args: argparse.Namespace, layout: Any) -> int:
+    from agentrl.study.report import report
+    from agentrl.study.runner import plan, run, status
+
     if args.action == "plan":
         planned = plan(layout)
         estimate = planned["estimate_s"]

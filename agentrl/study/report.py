@@ -316,14 +316,17 @@ def report(layout: Layout, pages: Sequence[Path] = ()) -> dict[str, Any]:
         spec.title or layout.name,
         spec.metric.replace("_", " "),
     )
-    start, end = markers(layout.name)
     for page in pages:
-        text = page.read_text()
-        if start not in text or end not in text:
-            raise SystemExit(f"{page} has no {start} ... {end} block")
-        head, rest = text.split(start, 1)
-        page.write_text(head + start + "\n" + made + "\n" + end + rest.split(end, 1)[1])
+        write_block(page, layout.name, made)
     return summary
+
+
+def write_block(page: Path, name: str, block: str) -> None:
+    """Replace study `name`'s generated block in `page` (a page without the markers stops with them)."""
+    from agentrl.evidence import replace_block
+
+    start, end = markers(name)
+    page.write_text(replace_block(page.read_text(), block, start, end, where=str(page)))
 
 
 def markers(name: str) -> tuple[str, str]:

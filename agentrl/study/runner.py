@@ -144,8 +144,9 @@ def estimate_s(layout: Layout, spec: StudySpec) -> float | None:
     )
 
 
-def check_planned(layout: Layout) -> StudySpec:
-    """The study file, refused unless it is the one `plan` hashed and, in a git work tree, committed."""
+def check_planned(layout: Layout, load: Callable[[Path], Any] = load_spec) -> Any:
+    """The study file (read by `load`), refused unless it is the one `plan` hashed and, in a git work tree,
+    committed."""
     if not layout.plan.is_file():
         raise ConfigError(
             f"study {layout.name} has no plan: run `agentrl study plan {layout.name}`, commit study.yaml and "
@@ -160,7 +161,7 @@ def check_planned(layout: Layout) -> StudySpec:
     dirty = uncommitted(layout.spec)
     if dirty:
         raise ConfigError(f"{layout.spec} has changes git has not committed ({dirty}): commit it, then run")
-    return load_spec(layout.spec)
+    return load(layout.spec)
 
 
 def uncommitted(path: Path) -> str:

@@ -81,6 +81,7 @@ class StudySpec:
                      multi-part tasks such as calc-chain)
     statistics:      the pre-named statistics
     title:           one line the report's heading shows
+    kind:            "comparison" (this file); a go/no-go is `kind: gonogo` (`agentrl.study.gonogo`)
     """
 
     task: str
@@ -94,6 +95,7 @@ class StudySpec:
     decodings: tuple[float, ...] = ()
     metric: str = "success_rate"
     title: str = ""
+    kind: str = "comparison"
 
     def arm(self, name: str) -> Arm:
         return next(arm for arm in self.arms if arm.name == name)
@@ -127,6 +129,8 @@ def load_spec(path: Path) -> StudySpec:
 def check_spec(spec: StudySpec) -> None:
     """The checks a study must pass before it is planned; each `ConfigError` names the fix."""
     names = [arm.name for arm in spec.arms]
+    if spec.kind != "comparison":
+        raise ConfigError(f"study.kind={spec.kind!r}: a comparison study is kind comparison (or gonogo)")
     if not names:
         raise ConfigError("study.arms is empty: name at least one arm, e.g. {name: grpo, overrides: [...]}")
     if len(set(names)) != len(names) or "base" in names:

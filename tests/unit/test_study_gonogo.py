@@ -1,0 +1,162 @@
+"""`agentrl.study.gonogo` and `agentrl.study.signal`: a go/no-go file's checks (each error names the fix),
+the measures read from a record, the verdict under each rule, and the signal measures on hand-made episodes
+(pure logic; tests/smoke/test_study_gonogo_cli.py measures a real model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from agentrl.errors import ConfigError
+from agentrl.study.gonogo import load_gonogo, spec_kind, table, verdict
+from agentrl.study.signal import compare_advantages, part_start_signal, success_summary
+from agentrl.types import Action, Episode, Turn
+
+GOOD: dict[str, Any] = {
+    "kind": "gonogo",
+    "task": "calc-chain",
+    "variants": [
+        {"name": "base"},
+        {"name": "grpo-400", "overrides": ["credit.estimator=grpo"], "train_env_steps": 400},
+    ],
+    "decodings": [0.0, 0.5],
+    "criteria": [
+        {"name": "range", "measure": "best_per_part_success", "at_least": 0.2, "at_most": 0.6},
+        {"name": "equal parts", "measure": "part_spread", "at_most": 0.1},
+        {"name": "signal", "measure": "later_part_signal_share", "at_least": 0.5},
+        {"name": "step term", "measure": "cosine_gigpo_vs_episode_term", "at_most": 0.9},
+    ],
+}
+
+
+def write(tmp_path: Path, data: dict[str, Any]) -> Path:
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"variants": []}, "name what to measure"),
+        ({"criteria": []}, "name what the go/no-go must find"),
+        ({"criteria": [{"name": "x", "measure": "vibes", "at_least": 1}]}, "measure 'vibes' is unknown"),
+        ({"criteria": [{"name": "x", "measure": "part_spread"}]}, "has no bound"),
+        ({"rule": "most"}, "study.rule='most' is unknown"),
+        ({"batch": False}, "reads the batch: set study.batch to true"),
+        ({"decodings": []}, "reads evaluations: list study.decodings"),
+        ({"budget": 3}, "unknown key(s) ['budget']"),
+    ],
+)
+def test_a_gonogo_file_that_is_not_well_posed_is_refused_with_the_fix(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_gonogo(write(tmp_path, {**GOOD, **change}))
+    assert message in str(caught.value)
+
+
+def test_the_kind_decides_which_study_a_file_is(tmp_path: Path) -> None:
+    assert spec_kind(write(tmp_path, GOOD)) == "gonogo"
+    assert spec_kind(write(tmp_path, {"task": "maze"})) == "comparison"
+
+
+def record(best: float, parts: list[float], share: float, cosine: float) -> dict[str, Any]:
+    return {
+        "done": True,
+        "evaluations": [
+            {"temperature": 0.5, "per_part_success": best - 0.1, "by_part_index": [0.0, 0.0, 0.0]},
+            {"temperature": 0.0, "per_part_success": best, "by_part_index": parts},
+        ],
+        "batch": {
+            "part_start_signal": {"share_with_signal": share},
+            "gigpo_episode_term_vs_gigpo": {"cosine": cosine},
+        },
+    }
+
+
+def test_the_verdict_is_go_when_one_variant_passes_every_criterion_under_rule_any(tmp_path: Path) -> None:
+    spec = load_gonogo(write(tmp_path, GOOD))
+    records = {
+        "base": record(0.3, [0.5, 0.2, 0.2], 0.25, 0.96),  # parts unequal, little signal: fails three
+        "grpo-400": record(0.5, [0.5, 0.45, 0.55], 0.6, 0.8),
+    }
+    found = verdict(spec, records)
+    assert found["go"] and found["passing"] == ["grpo-400"]
+    base = found["variants"]["base"]
+    assert base["measures"]["part_spread"] == pytest.approx(0.3)
+    assert [item["holds"] for item in base["criteria"]] == [True, False, False, False]
+    shown = table(found)
+    assert "**GO**" in shown and "base, signal: later_part_signal_share 0.250 >= 0.5: fails" in shown
+
+    all_rule = load_gonogo(write(tmp_path, {**GOOD, "rule": "all"}))
+    assert not verdict(all_rule, records)["go"]
+    unmeasured = verdict(spec, {"base": records["base"], "grpo-400": None})
+    assert not unmeasured["go"] and not unmeasured["complete"]
+    assert "grpo-400 (not measured)" in table(unmeasured)
+
+
+def test_a_bound_below_is_strict_and_a_nan_value_passes_nothing(tmp_path: Path) -> None:
+    data = {**GOOD, "criteria": [{"name": "b3", "measure": "cosine_gigpo_vs_episode_term", "below": 0.9}]}
+    spec = load_gonogo(write(tmp_path, data))
+    at_bound = verdict(
+        spec, {"base": record(0.3, [0.3], 0.5, 0.9), "grpo-400": record(0.3, [0.3], 0.5, float("nan"))}
+    )
+    assert at_bound["passing"] == []
+
+
+def turn(index: int, part: int, reward: float) -> Turn:
+    return Turn(
+        index=index, prompt_ids=(1,), completion_ids=(2,), completion_logprobs=(0.0,), text="c",
+        action=Action(text="c"), observation="", reward=reward, invalid=False, state_key=f"part{part}",
+        info={"part": part, "part_correct": bool(reward)},
+    )  # fmt: skip
+
+
+def episode(group: str, number: int, rewards: list[float]) -> Episode:
+    turns = tuple(turn(part, part, reward) for part, reward in enumerate(rewards))
+    return Episode(
+        episode_id=f"{group}-{number}", env_id="calc", task_id=group, group_id=group, seed=0, turns=turns,
+        stop_reason="terminated",
+    )  # fmt: skip
+
+
+def test_part_start_signal_counts_later_part_anchor_groups_with_unequal_returns_to_go() -> None:
+    episodes = [
+        episode("g1", 0, [1.0, 0.0, 1.0]),
+        episode("g1", 1, [0.0, 0.0, 1.0]),  # part 2 (index 1) returns to go equal (1 and 1); part 3 equal
+        episode("g2", 0, [1.0, 1.0, 0.0]),
+        episode("g2", 1, [1.0, 0.0, 0.0]),  # part 2 unequal (1 vs 0), part 3 equal
+    ]
+    found = part_start_signal(episodes, parts=3)
+    assert (found["anchor_groups"], found["with_signal"]) == (4, 1)
+    assert found["by_part"]["1"] == {"anchor_groups": 2, "with_signal": 1}
+
+
+def test_success_summary_counts_parts_and_leaves_infrastructure_failures_out() -> None:
+    rows = [
+        {"forms": ["words", "reversed"], "parts_correct": [True, False], "turns": 4, "invalid_turns": 1,
+         "infra_failure": False},
+        {"forms": ["words", "words"], "parts_correct": [True, True], "turns": 4, "invalid_turns": 0,
+         "infra_failure": False},
+        {"forms": None, "parts_correct": [False, False], "turns": 1, "invalid_turns": 0,
+         "infra_failure": True},
+    ]  # fmt: skip
+    found = success_summary(rows)
+    assert found["per_part_success"] == 0.75 and found["by_part_index"] == [1.0, 0.5]
+    assert found["by_form"]["reversed"] == {"success": 0.0, "n": 1} and found["infra_failures"] == 1
+    assert found["invalid_turn_rate"] == 1 / 8 and found["all_parts_success"] == 0.5
+
+
+def test_compare_advantages_reads_collinear_and_flipped_vectors() -> None:
+    same = compare_advantages(np.array([1.0, -1.0, 0.0]), np.array([2.0, -2.0, 0.0]))
+    assert (
+        same["cosine"] == pytest.approx(1.0) and same["sign_differs"] == 0.0 and same["turns_compared"] == 2
+    )
+    flipped = compare_advantages(np.array([1.0, -1.0]), np.array([-1.0, 1.0]))
+    assert flipped["cosine"] == pytest.approx(-1.0) and flipped["sign_differs"] == 1.0
