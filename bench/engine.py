@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/engine.py            # 32 episodes x 4 turns, 200-token shared prefix, 30-token
                                                 # observations, 48 sampled tokens per turn (a few minutes)
+                                                # (bench/results/engine.json)
     .venv/bin/python bench/engine.py --quick    # a much smaller workload (< 60 s); exits 1 unless greedy
                                                 # decoding is token-identical and the engine is faster
     .venv/bin/python bench/engine.py --vllm-peer  # the cached engine against vLLM's CPU build, same
@@ -31,6 +32,11 @@ Keys:
   engine episodes (temperature 1, so these are the sampler's log-probs);
 - `load_avg_1m` at the start and `threads`: the machine is shared, so read every figure next to them.
 
+Every mode prints its JSON in bench/harness.py's schema (the machine, its CPU flags, the load before and
+after and the commit are in its `harness` block) and writes it to its file: bench/results/engine.json, or
+the file its mode names below; `--out PATH` writes it elsewhere, `--out -` prints only, and a `--quick` run
+prints only unless given `--out`.
+
 With `--vllm-peer` (needs `make setup-vllm`) the run is instead the cached engine against vLLM's CPU build
 (`engine.kind=vllm`) on the same workload: vLLM in a worker process under .venv-vllm
 (`bench/engine_vllm_worker.py`, its engine built once), the two played in alternation, a warm-up round each
@@ -38,15 +44,14 @@ and then `--rounds` timed rounds each, so that a change of machine load affects 
 `cached_tokens_per_s` and `vllm_tokens_per_s` (medians over the rounds) and `vllm_vs_cached` their ratio,
 every round's figures (`rounds`), `cached_load_s` (the HF module and the cached engine) and `vllm_load_s`
 (`create_vllm_engine`: the trainer's HF module and `vllm.LLM`), the warm-up rounds' seconds, vLLM's prefix
-cache share of the prompt tokens, the CPU's `cpu_flags` and the load average at start and end.
+cache share of the prompt tokens, and the load average at start and end.
 
 With `--deterministic` the run is instead the cached engine on the same workload twice, alternating, a
 warm-up round each and then `--rounds` timed rounds each: `default` (unseeded requests, the batched kernels)
 and `deterministic` (every request seeded, `engine.cached.deterministic=true`: the batch-invariant kernels,
 `llama_kernels.forward(exact=True)`). Keys: `default_tokens_per_s`, `deterministic_tokens_per_s` (medians)
 and `deterministic_vs_default` their ratio (issue 40's target: >= 0.75), every round, whether a seeded
-episode repeated exactly across rounds (`deterministic_repeats`), `cpu_flags`, the load average at start
-and end.
+episode repeated exactly across rounds (`deterministic_repeats`), the load average at start and end.
 
 What this is not: a test of sampling quality. Tokens are counted as sampled (an episode whose turn ends
 early on end-of-turn samples fewer); prompts are synthetic token sequences with the demo's shape.
@@ -67,6 +72,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+import harness
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -75,7 +81,6 @@ from agentrl.agent.engines.base import Engine, SamplingParams
 from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
 from agentrl.agent.engines.hf import HFEngine, HFEngineConfig
 from agentrl.agent.engines.sampler import sample_next
-from agentrl.cpu import speed_flags
 from agentrl.memory import choose_allocator
 from agentrl.model_config import ModelConfig
 from agentrl.models import load_model
@@ -215,9 +220,9 @@ def logprob_mismatch(model: PreTrainedModel, traces: Sequence[Trace], episodes: 
     return statistics.fmean(errors) if errors else 0.0
 
 
-def timed(function: Callable[[], object], repeats: int) -> float:
+def median_s(function: Callable[[], object], repeats: int) -> float:
     """Median seconds of `repeats` calls after one warm-up call."""
-    return alternating({"only": function}, repeats)["only"]
+    return float(harness.timed(function, warmup=1, rounds=repeats)["median_s"])
 
 
 def alternating(functions: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -244,13 +249,13 @@ def kernel_figures(
         cache = kernels.new_cache(weights, rows=32, capacity=decode_context + 8)
         ids = torch.randint(0, weights.embed.shape[0], (rows, steps))
         starts, last = torch.zeros(rows, dtype=torch.long), torch.full((rows,), steps - 1)
-        prefill_s = timed(lambda: kernels.forward(weights, ids, starts, cache[:, :, :rows], last), 3)
+        prefill_s = median_s(lambda: kernels.forward(weights, ids, starts, cache[:, :, :rows], last), 3)
         matrices = [(layer.qkv, layer.o_proj, layer.gate_up, layer.down) for layer in weights.layers]
         layer_params = sum(t.numel() for group in matrices for t in group)
         attention = 4 * weights.heads * weights.head_dim * rows * steps * (steps + 1) / 2 * weights.num_layers
         flops = 2 * layer_params * rows * steps + attention + 2 * weights.lm_head.numel() * rows
         square = torch.randn(2048, 2048, dtype=dtype)
-        peak = 2 * 2048**3 / min(timed(lambda: torch.matmul(square, square), 3) for _ in range(2))
+        peak = 2 * 2048**3 / min(median_s(lambda: torch.matmul(square, square), 3) for _ in range(2))
         decode_ids = torch.randint(0, 1000, (32, 1))
         decode_starts = torch.full((32,), decode_context)
         zeros, ones = torch.zeros(32, dtype=torch.long), torch.ones(32)
@@ -305,7 +310,6 @@ def vllm_peer(args: argparse.Namespace, allocator: str, workload: Workload) -> d
         raise SystemExit(f"{args.vllm_python} not found: run `make setup-vllm` first")
     result: dict[str, Any] = {"mode": "vllm-peer" + ("-quick" if args.quick else "")}
     result["load_avg_start"] = list(os.getloadavg())
-    result["cpu_flags"] = speed_flags()
     result["allocator"] = allocator
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
@@ -368,7 +372,7 @@ def deterministic_comparison(allocator: str, workload: Workload, rounds: int) ->
     """The default cached engine (unseeded) against seeded requests under `engine.cached.deterministic`,
     alternating on `workload`: one warm-up round each, then `rounds` timed rounds each."""
     result: dict[str, Any] = {"mode": "deterministic", "load_avg_start": list(os.getloadavg())}
-    result["cpu_flags"], result["allocator"] = speed_flags(), allocator
+    result["allocator"] = allocator
     model, tokenizer = load_model(ModelConfig())
     config = CachedEngineConfig(max_batch=max(32, workload.episodes))
     engines = {
@@ -403,6 +407,19 @@ def deterministic_comparison(allocator: str, workload: Workload, rounds: int) ->
     return result
 
 
+def out_file(args: argparse.Namespace) -> Path | None:
+    """Where the result goes (module docstring): `--out`, else the mode's file; None: print only."""
+    if args.out == "-":
+        return None
+    if args.out:
+        return Path(args.out)
+    if args.quick:
+        return None
+    if args.vllm_peer:
+        return RESULTS / "engine_vllm_cpu.json"
+    return RESULTS / ("engine_deterministic.json" if args.deterministic else "engine.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small workload; exit 1 on a failed check")
@@ -417,7 +434,10 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=3, help="--vllm-peer, --deterministic: timed rounds of each engine"
     )
     parser.add_argument(
-        "--out", type=Path, default=RESULTS / "engine_vllm_cpu.json", help="--vllm-peer's JSON"
+        "--out",
+        help="where the JSON goes (default bench/results/engine.json, engine_vllm_cpu.json with --vllm-peer, "
+        "engine_deterministic.json with --deterministic; '-' prints only; a --quick run prints only unless "
+        "given --out)",
     )
     args = parser.parse_args(argv)
     allocator = choose_allocator(reexec=argv is None)  # the allocator `agentrl` runs under
@@ -426,13 +446,13 @@ def main(argv: list[str] | None = None) -> int:
     workload = QUICK if args.quick else FULL
     if args.deterministic:
         compared = deterministic_comparison(allocator, workload, args.rounds)
-        (RESULTS / "engine_deterministic.json").write_text(json.dumps(compared, indent=2) + "\n")
-        print(json.dumps(compared))
+        baseline = "the default cached engine (unseeded requests), rounds alternating with it in this run"
+        harness.emit("engine", compared, baseline=baseline, out=out_file(args), argv=argv)
         return 0
     if args.vllm_peer:
         peer = vllm_peer(args, allocator, workload)
-        args.out.write_text(json.dumps(peer, indent=2) + "\n")
-        print(json.dumps(peer))
+        baseline = "the cached engine on the same workload, rounds alternating with vLLM's in this run"
+        harness.emit("engine", peer, baseline=baseline, out=out_file(args), argv=argv)
         return 0
     result: dict[str, Any] = {"mode": "quick" if args.quick else "full", "load_avg_1m": os.getloadavg()[0]}
     result["allocator"] = allocator
@@ -462,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     result["threads"] = torch.get_num_threads()
     result["workload"] = asdict(workload)
     result["ok"] = bool(result["greedy_identical"] and result["speedup"] > 1.0)
-    print(json.dumps(result))
+    baseline = "HFEngine (transformers generate, fp32) on the same workload, in this run"
+    harness.emit("engine", result, baseline=baseline, out=out_file(args), argv=argv)
     return 0 if result["ok"] or not args.quick else 1
 
 

@@ -6,6 +6,9 @@
     .venv/bin/python bench/trainer.py --threads 1           # one intra-op thread (see mfu_ratio_cpu_time)
     .venv/bin/python bench/trainer.py --rl-step RUN_DIR     # also the time split of a run's RL steps
 
+The JSON goes to bench/results/trainer.json too (`--out`; '-': print only; a `--quick` run prints only
+unless given `--out`).
+
 Keys:
 - `allocator`: the memory allocator in use, as `agentrl` picks it (agentrl/memory.py; `AGENTRL_ALLOCATOR`);
 - `precision`: what the update runs in: "bf16-autocast" where the CPU multiplies bf16 natively (the same
@@ -14,7 +17,7 @@ Keys:
   measured right before the timed update it is compared with (this machine's cores are shared: both
   figures then see the same load); `matmul_gflops_by_shape`: the same peak in fp32 and bf16 at 2048^3 and
   at the model's own GEMM shapes ([tokens x 576] x [576 x 1536], the MLP; [tokens x 576] x [576 x 49152],
-  the output projection), measured once at the start;
+  the output projection), measured once at the start (`harness.timed`: one warm-up, the fastest round);
 - `train_tokens_per_s`: tokens per second of one `agentrl.trainer.update.ppo_update` (the function the
   trainer runs: forward, per-token log-probs, PPO loss, backward, gradient clipping, AdamW step) over
   `batch` x `seq_len` tokens in one micro batch;
@@ -45,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import harness
 import torch
 
 from agentrl.cpu import native_cpu_bf16
@@ -64,12 +68,7 @@ def matmul_gflops(
     m, k, n = shape
     a = torch.randn(m, k).to(dtype)
     b = torch.randn(k, n).to(dtype)
-    torch.matmul(a, b)  # warm-up (oneDNN picks its kernel)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        torch.matmul(a, b)
-        best = min(best, time.perf_counter() - started)
+    best = harness.timed(lambda: torch.matmul(a, b), warmup=1, rounds=repeats)["min_s"]  # oneDNN warms up
     return 2 * m * k * n / best / 1e9
 
 
@@ -176,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fp32", action="store_true", help="train in fp32 instead of bf16 autocast")
     parser.add_argument("--rl-step", type=Path, metavar="RUN_DIR", help="a run folder with metrics.jsonl")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    harness.add_out_argument(parser, "trainer")
     args = parser.parse_args(argv)
     allocator = choose_allocator(reexec=argv is None)  # the allocator `agentrl` runs under
     if args.threads:
@@ -218,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     result["load_avg_1m_end"] = os.getloadavg()[0]
     if args.rl_step is not None:
         result["rl_step_split"] = rl_step_split(args.rl_step)
-    print(json.dumps(result))
+    baseline = "the torch.matmul peak measured just before each timed update, in this run"
+    harness.emit("trainer", result, baseline=baseline, out=harness.out_path(args, "trainer"), argv=argv)
     return 0
 
 
