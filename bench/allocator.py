@@ -1,4 +1,5 @@
-"""The trainer's update under each memory allocator of agentrl/memory.py; prints ONE JSON object.
+"""The trainer's update under each memory allocator of agentrl/memory.py; prints ONE JSON object and writes
+it to bench/results/allocator.json (`--out`; a `--quick` run prints only unless given `--out`).
 
     .venv/bin/python bench/allocator.py            # 4 episodes x 700 tokens, micro batch 1, 3 timed updates
     .venv/bin/python bench/allocator.py --quick    # 2 x 400 tokens, 2 timed updates
@@ -7,9 +8,9 @@ Each allocator runs in its own process (`AGENTRL_ALLOCATOR` = system, glibc, tcm
 so each starts cold and its peak memory is its own. A process loads SmolLM2-135M and runs `ppo_update`
 (forward, log-probs, PPO loss, backward, AdamW) in a worker thread, as `agentrl train` does, over synthetic
 samples the size of a calc step's, first with the default loss, then with an entropy bonus. Keys per
-allocator: `update_s` and `update_entropy_s` (each timed update, after one warm-up), `user_s` and `sys_s`
-(the process's CPU seconds in user code and in the kernel: page faults and zeroing show up in `sys_s`),
-`max_rss_mb` (peak resident size). Top level: `speedup_vs_glibc` and
+allocator: `update_s` and `update_entropy_s` (each timed update, after one warm-up: `harness.timed` in one
+worker thread), `user_s` and `sys_s` (the process's CPU seconds in user code and in the kernel: page faults
+and zeroing show up in `sys_s`), `max_rss_mb` (peak resident size). Top level: `speedup_vs_glibc` and
 `speedup_vs_system` (the best update of tcmalloc against each; `entropy_...` the same with the bonus),
 and the load average before and after.
 
@@ -25,8 +26,10 @@ import os
 import resource
 import subprocess
 import sys
-import time
+from functools import partial
 from typing import Any
+
+import harness
 
 ALLOCATORS = ("system", "glibc", "tcmalloc")
 ENTROPY_COEF = 0.001  # a bonus: the entropies' gradient is computed too
@@ -51,14 +54,10 @@ def child(batch: int, seq_len: int, repeats: int) -> dict[str, Any]:
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-7))
     update = UpdateConfig(micro_batch_size=1, autocast_bf16=True)
 
-    def timed(loss: LossConfig) -> float:
-        started = time.perf_counter()
-        ppo_update(model, optimizer, scheduler, samples, 0, loss, update)
-        return round(time.perf_counter() - started, 3)
-
     async def updates(loss: LossConfig) -> list[float]:
-        await asyncio.to_thread(timed, loss)  # warm-up
-        return [await asyncio.to_thread(timed, loss) for _ in range(repeats)]
+        work = partial(ppo_update, model, optimizer, scheduler, samples, 0, loss, update)
+        timing = await asyncio.to_thread(harness.timed, work, warmup=1, rounds=repeats)
+        return [round(seconds, 3) for seconds in timing["rounds_s"]]
 
     seconds = asyncio.run(updates(LossConfig()))
     entropy_seconds = asyncio.run(updates(LossConfig(entropy_coef=ENTROPY_COEF)))
@@ -79,6 +78,7 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="2 x 400 tokens, 2 timed updates")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    harness.add_out_argument(parser, "allocator")
     options = parser.parse_args()
     batch, seq_len, repeats = (2, 400, 2) if options.quick else (4, 700, 3)
     if options.child:
@@ -100,22 +100,21 @@ def main() -> int:
         results[name] = json.loads(done.stdout.strip().splitlines()[-1])
     best = {name: min(result["update_s"]) for name, result in results.items()}
     best_entropy = {name: min(result["update_entropy_s"]) for name, result in results.items()}
-    print(
-        json.dumps(
-            {
-                "batch": batch,
-                "seq_len": seq_len,
-                **results,
-                "speedup_vs_glibc": round(best["glibc"] / best["tcmalloc"], 3),
-                "speedup_vs_system": round(best["system"] / best["tcmalloc"], 3),
-                "entropy_speedup_vs_glibc": round(best_entropy["glibc"] / best_entropy["tcmalloc"], 3),
-                "entropy_speedup_vs_system": round(best_entropy["system"] / best_entropy["tcmalloc"], 3),
-                "load_average_before": [round(value, 2) for value in load_before],
-                "load_average_after": [round(value, 2) for value in os.getloadavg()],
-            },
-            indent=2,
-        )
-    )
+    figures = {
+        "batch": batch,
+        "seq_len": seq_len,
+        **results,
+        "speedup_vs_glibc": round(harness.ratio(best["glibc"], best["tcmalloc"]), 3),
+        "speedup_vs_system": round(harness.ratio(best["system"], best["tcmalloc"]), 3),
+        "entropy_speedup_vs_glibc": round(harness.ratio(best_entropy["glibc"], best_entropy["tcmalloc"]), 3),
+        "entropy_speedup_vs_system": round(
+            harness.ratio(best_entropy["system"], best_entropy["tcmalloc"]), 3
+        ),
+        "load_average_before": [round(value, 2) for value in load_before],
+        "load_average_after": [round(value, 2) for value in os.getloadavg()],
+    }
+    baseline = "the same updates under glibc and the system allocator, each in its own process of this run"
+    harness.emit("allocator", figures, baseline=baseline, out=harness.out_path(options, "allocator"))
     return 0
 
 

@@ -1,7 +1,9 @@
 """How much of a small update a bf16 engine sees; prints ONE JSON object.
 
     .venv/bin/python bench/bf16_updates.py                 # lr 1e-5, 10 AdamW steps
-    .venv/bin/python bench/bf16_updates.py --lr 1e-6 --steps 20
+    .venv/bin/python bench/bf16_updates.py --lr 1e-6 --steps 20 --out -     # print only
+
+The JSON goes to bench/results/bf16_updates.json too (`--out`; '-': print only).
 
 The trainer keeps fp32 weights; the cached engine samples from a bf16 copy of them (`engine.cached.precision`
 auto, on CPUs with native bf16), re-rounded after every update. bf16 keeps 8 bits of mantissa, so a weight
@@ -19,8 +21,8 @@ estimators after updates of this size; this shows why). For short CPU studies at
 from __future__ import annotations
 
 import argparse
-import json
 
+import harness
 import torch
 
 from agentrl.memory import choose_allocator
@@ -41,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--steps", type=int, default=10)
+    harness.add_out_argument(parser, "bf16_updates")
     args = parser.parse_args(argv)
     choose_allocator(reexec=argv is None)
     torch.manual_seed(0)
@@ -62,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
                 "updated_fraction": round(changed_share(model, fp32_before, torch.float32), 4),
             }
         )
-    print(json.dumps({"lr": args.lr, "model": "smollm2-135m-instruct", "steps": rows}, indent=2))
+    figures = {"lr": args.lr, "model": "smollm2-135m-instruct", "steps": rows}
+    baseline = "the model's own bf16 and fp32 weights before the first step, same run"
+    harness.emit(
+        "bf16_updates", figures, baseline=baseline, out=harness.out_path(args, "bf16_updates"), argv=argv
+    )
     return 0
 
 

@@ -1,7 +1,7 @@
 """Does the sampler see an update? `sampler_update_ratio` per engine weight copy, and its cost (JSON).
 
     .venv/bin/python bench/sampler_update.py            # 16 held-out calc turns, one update at calc's lr
-    .venv/bin/python bench/sampler_update.py --quick    # 4 turns of 24 tokens
+    .venv/bin/python bench/sampler_update.py --quick    # 4 turns of 24 tokens, printed only unless --out
 
 The trainer updates fp32 weights; the cached engine samples from a compute copy rebuilt after each update:
 fp32, or bf16 by round-to-nearest ("nearest") or by stochastic rounding against fixed per-weight
@@ -16,7 +16,8 @@ and reports per copy
     projection = <d_engine, d_trainer> / <d_trainer, d_trainer>   (1: the engine moved as the trainer did)
     correlation of d_engine with d_trainer
 and the copy's sampling speed, `engine_tokens_per_s` (the same prompts, the same sampled lengths, back to
-back, after a warm-up), with the CPU flags it ran on. Written to bench/results/sampler_update.json.
+back, after a warm-up), with the CPU flags it ran on. Written to bench/results/sampler_update.json (`--out`;
+'-': print only).
 
 What this is not: a learning curve; `tests/integration/test_learning_direction.py` checks the direction of
 an update end to end.
@@ -25,11 +26,10 @@ an update end to end.
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 from typing import Any
 
+import harness
 import torch
 
 from agentrl.agent.engines import llama_kernels as kernels
@@ -46,7 +46,6 @@ from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.samples import TrainSample
 from agentrl.trainer.update import ppo_update
 
-RESULTS = Path(__file__).resolve().parent / "results"
 COPIES: dict[str, tuple[torch.dtype, str]] = {
     "bf16_nearest": (torch.bfloat16, "nearest"),
     "bf16_dither": (torch.bfloat16, "dither"),
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=16)
     parser.add_argument("--quick", action="store_true", help="4 turns, 24 tokens each")
-    parser.add_argument("--out", type=Path, default=RESULTS / "sampler_update.json")
+    harness.add_out_argument(parser, "sampler_update")
     args = parser.parse_args(argv)
     choose_allocator(reexec=argv is None)
     torch.manual_seed(0)
@@ -194,9 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         "threads": torch.get_num_threads(),
         "command": "bench/sampler_update.py" + (" --quick" if args.quick else f" --turns {turns}"),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    baseline = "the trainer's own fp32 log-prob change (ratios) and the fp32 engine copy (speed), same run"
+    harness.emit(
+        "sampler_update", result, baseline=baseline, out=harness.out_path(args, "sampler_update"), argv=argv
+    )
     return 0
 
 

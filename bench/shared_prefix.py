@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/shared_prefix.py              # calc: a group of 6, maze: a group of 4; ABBA once
     .venv/bin/python bench/shared_prefix.py --groups 2 --rounds 2    # two groups per update, ABBA twice
+    .venv/bin/python bench/shared_prefix.py --out -      # printed only (`--no-write` the same)
 
 The episodes are built from the envs' real prompts, token for token as the runner lays them out: the first
 prompt is `render_first_prompt` of the env's tools, few-shot examples and a real task's first observation
@@ -19,7 +20,7 @@ episodes' tokens, what an unshared update runs before padding), `distinct_tokens
 runs), `shared_update_s` / `unshared_update_s` (median of the timed updates), `*_tokens_per_s` (`tokens`
 over that time, so their ratio is the `speedup`), `max_metric_rel_diff` (the two updates' metrics under the
 update's precision). Top level: `threads` (2), `precision`, `cpu_flags` (amx_bf16 / avx512_bf16 found),
-`load_avg_1m` at the start and end. Results go to bench/results/shared_prefix.json too.
+`load_avg_1m` at the start and end. Results go to bench/results/shared_prefix.json too (`--out`).
 
 What this is not: a test of equality (tests/integration/test_shared_prefix.py checks it in fp32) or a
 sampling benchmark.
@@ -39,6 +40,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import harness
 import torch
 from agentrl_calc.env import CalcEnv
 from agentrl_maze.env import MazeEnv
@@ -56,7 +58,6 @@ from agentrl.trainer.update import ppo_update
 from agentrl.types import Action, Episode, ToolCall, Turn
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULT = ROOT / "bench" / "results" / "shared_prefix.json"
 FILLER = "Let me work this out carefully, one step at a time, and check the result before I answer. "
 
 
@@ -214,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=1, help="groups (tasks) per update and workload")
     parser.add_argument("--rounds", type=int, default=1, help="ABBA rounds after the warm-up")
     parser.add_argument("--fp32", action="store_true", help="fp32 instead of bf16 autocast")
-    parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULT.relative_to(ROOT)}")
+    parser.add_argument("--no-write", action="store_true", help="print only (the same as --out -)")
+    harness.add_out_argument(parser, "shared_prefix")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     groups, rounds = args.groups, args.rounds
@@ -239,10 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         built = [build(tokenizer, task, size, seed) for seed, task in enumerate(tasks(path, groups))]
         result["workloads"].append(workload(name, model, built, micro, bf16, rounds))
     result["load_avg_1m_end"] = os.getloadavg()[0]
-    print(json.dumps(result))
-    if not args.no_write:
-        RESULT.parent.mkdir(parents=True, exist_ok=True)
-        RESULT.write_text(json.dumps(result, indent=2) + "\n")
+    out = None if args.no_write else harness.out_path(args, "shared_prefix")
+    baseline = "the unshared update (update.shared_prefix=false) on the same samples, ABBA in this run"
+    harness.emit("shared_prefix", result, baseline=baseline, out=out, argv=argv)
     return 0
 
 

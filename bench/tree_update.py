@@ -1,6 +1,6 @@
 """Update seconds per episode with the shared-prefix update on maze trees against flat groups, and the tree's
 prefix shared past its branch point (issue 42 part 5) against the first prompt only; prints ONE JSON object
-and writes it to bench/results/tree_update.json (`--out`).
+and writes it to bench/results/tree_update.json (`--out`; a `--quick` run prints only unless given `--out`).
 
     .venv/bin/python bench/tree_update.py              # 1 task: a flat group of 4 and a tree of 4, 8 turns
     .venv/bin/python bench/tree_update.py --quick      # 6 turns, branch at 3, each setting timed once
@@ -29,7 +29,8 @@ Ratios, each within this run: `tree_over_first_prompt_speedup` (tree_first_promp
 `tree_shared_over_unshared_speedup` (tree_unshared / tree) and `update_s_per_episode_ratio` (flat / tree per
 episode, the key bench/tree_rollout.py uses). `max_metric_rel_diff`: how far the tree's shared update's
 metrics (grad_norm aside) are from the unshared one's under the update's precision (equality in fp32 is
-tested in tests/integration/test_shared_prefix.py).
+tested in tests/integration/test_shared_prefix.py). The CPU's flags are in the `harness` block
+(bench/harness.py).
 
 What this is not: a rollout benchmark (bench/tree_rollout.py plays real trees with the engine and measures
 env steps and decoded tokens) or a statement about learning.
@@ -40,7 +41,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import os
 import random
 import statistics
@@ -50,12 +50,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import harness
 import torch
 from agentrl_maze.env import MazeEnv
 from transformers import PreTrainedTokenizerBase
 
 from agentrl.agent.prompting import render_first_prompt, render_observation_delta
-from agentrl.cpu import native_cpu_bf16, speed_flags
+from agentrl.cpu import native_cpu_bf16
 from agentrl.env.core import Env
 from agentrl.model_config import ModelConfig
 from agentrl.models import load_model
@@ -71,8 +72,6 @@ from agentrl.types import Action, Episode, ToolCall, Turn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shared_prefix import completion, samples_of, tasks, turn  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULT = ROOT / "bench" / "results" / "tree_update.json"
 DIRECTIONS = ("up", "down", "left", "right")
 SETTINGS = ("flat", "tree", "tree_first_prompt", "tree_unshared")
 
@@ -235,9 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro-batch-size", type=int, default=2, help="update.micro_batch_size")
     parser.add_argument("--quick", action="store_true", help="6 turns, branch at 3, every setting timed once")
     parser.add_argument("--fp32", action="store_true", help="fp32 instead of bf16 autocast")
-    parser.add_argument(
-        "--out", help=f"the JSON's path ('-': stdout only; default {RESULT.relative_to(ROOT)})"
-    )
+    harness.add_out_argument(parser, "tree_update")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     turns, branch = (6, 3) if args.quick else (args.turns, args.branch)
@@ -278,16 +275,14 @@ def main(argv: list[str] | None = None) -> int:
         "micro_batch_size": args.micro_batch_size,
         "precision": "bf16-autocast" if bf16 else "fp32",
         "threads": torch.get_num_threads(),
-        "cpu_flags": speed_flags(),
         "load_average_before": [round(value, 2) for value in load_before],
         "load_average_after": [round(value, 2) for value in os.getloadavg()],
         "command": " ".join(["python bench/tree_update.py", *(argv if argv is not None else sys.argv[1:])]),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    out = args.out or str(RESULT)
-    if out != "-":
-        Path(out).write_text(text + "\n")
+    baseline = "the tree_first_prompt, tree_unshared and flat settings' updates, ABBA in this run"
+    harness.emit(
+        "tree_update", result, baseline=baseline, out=harness.out_path(args, "tree_update"), argv=argv
+    )
     return 0
 
 
