@@ -1,4 +1,5 @@
-"""Async vs sync training on the calc task, same budget, both measured in this run; prints ONE JSON object.
+"""Async vs sync training on the calc task, same budget, both measured in this run; prints ONE JSON object and
+writes it to bench/results/async_train.json (`--out`; a `--quick` run prints only unless given `--out`).
 
     .venv/bin/python bench/async_train.py            # 3 steps x 4 tasks x 4 episodes per mode
     .venv/bin/python bench/async_train.py --quick    # 3 steps x 2 tasks x 2 episodes, 2 turns (a few minutes)
@@ -44,6 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import harness
 
 FULL = ["train.steps=3", "train.tasks_per_step=4", "train.group_size=4"]
 QUICK = ["train.steps=3", "train.tasks_per_step=2", "train.group_size=2", "rollout.max_turns=2"]
@@ -149,6 +152,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 steps x 2 tasks x 2 episodes, 2 turns")
     parser.add_argument("--repeats", type=int, default=1, help="runs per mode, in ABBA order")
     parser.add_argument("overrides", nargs="*", help="extra a.b=c overrides for both modes")
+    harness.add_out_argument(parser, "async_train")
     options = parser.parse_args()
     overrides = [*(QUICK if options.quick else FULL), *COMMON, *options.overrides]
     load_before = os.getloadavg()
@@ -162,23 +166,22 @@ def main() -> None:
                 # on stderr as each run ends, so the figures survive a later run being killed
                 print(mode, json.dumps(runs[mode][-1]), file=sys.stderr, flush=True)
     one = options.repeats == 1
-    print(
-        json.dumps(
-            {
-                "overrides": overrides,
-                "sync": runs["sync"][0] if one else runs["sync"],
-                "async": runs["async"][0] if one else runs["async"],
-                "async_speedup": round(rate(runs["async"], "loop_s") / rate(runs["sync"], "loop_s"), 3),
-                "async_speedup_steady": round(steady(runs["async"]) / steady(runs["sync"]), 3),
-                "async_speedup_wall": round(rate(runs["async"], "wall_s") / rate(runs["sync"], "wall_s"), 3),
-                "overlap_bound": round(overlap_bound(runs["sync"]), 3),
-                "cores": os.cpu_count(),
-                "load_average_before": [round(value, 2) for value in load_before],
-                "load_average_after": [round(value, 2) for value in os.getloadavg()],
-            },
-            indent=2,
-        )
+    figures = {
+        "overrides": overrides,
+        "sync": runs["sync"][0] if one else runs["sync"],
+        "async": runs["async"][0] if one else runs["async"],
+        "async_speedup": round(rate(runs["async"], "loop_s") / rate(runs["sync"], "loop_s"), 3),
+        "async_speedup_steady": round(steady(runs["async"]) / steady(runs["sync"]), 3),
+        "async_speedup_wall": round(rate(runs["async"], "wall_s") / rate(runs["sync"], "wall_s"), 3),
+        "overlap_bound": round(overlap_bound(runs["sync"]), 3),
+        "cores": os.cpu_count(),
+        "load_average_before": [round(value, 2) for value in load_before],
+        "load_average_after": [round(value, 2) for value in os.getloadavg()],
+    }
+    baseline = (
+        "sync mode (trainer.async_mode=false), same overrides and seed, in this run (ABBA with --repeats)"
     )
+    harness.emit("async_train", figures, baseline=baseline, out=harness.out_path(options, "async_train"))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
     .venv/bin/python bench/demo_time.py                  # 1 training step, 16 held-out tasks before/after
     .venv/bin/python bench/demo_time.py --steps 4 --eval-tasks 48     # the whole `make demo`
 
+The JSON goes to bench/results/demo_time.json too (`--out`; '-': print only).
+
 Runs `agentrl train --task calc` (configs/calc.yaml, the demo) twice in a row, with `engine.kind=hf`
 (transformers `generate`, batched, bf16 autocast: the engine the demo used before the cached engine) and
 with `engine.kind=cached`, each in a fresh process with its own embedded env service and a throwaway store.
@@ -16,7 +18,6 @@ tokens (different kernels), so their success rates differ by noise.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -25,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import harness
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("--eval-tasks", type=int, default=16)
+    harness.add_out_argument(parser, "demo_time")
     args = parser.parse_args(argv)
     result: dict[str, Any] = {"steps": args.steps, "eval_tasks": args.eval_tasks}
     result["load_avg_1m"] = round(os.getloadavg()[0], 2)
@@ -66,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("hf", "cached"):
             run = run_demo(kind, args.steps, args.eval_tasks, Path(scratch))
             result[f"{kind}_s"], result[f"{kind}_held_out"] = run["seconds"], run["held_out"]
-    result["speedup"] = round(result["hf_s"] / result["cached_s"], 2)
-    print(json.dumps(result))
+    result["speedup"] = round(harness.ratio(result["hf_s"], result["cached_s"]), 2)
+    baseline = "the same demo command with engine.kind=hf, run just before in the same run"
+    harness.emit("demo_time", result, baseline=baseline, out=harness.out_path(args, "demo_time"), argv=argv)
     return 0
 
 

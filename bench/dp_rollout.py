@@ -1,5 +1,6 @@
 """Rollout seconds per step played by rank 0 alone and by every rank (`trainer.dp_rollouts`), same work, same
-run; prints ONE JSON object and writes it to bench/results/dp_rollout.json (`--out`).
+run; prints ONE JSON object and writes it to bench/results/dp_rollout.json (`--out`; '-': print only; a
+`--quick` run prints only unless given `--out`).
 
     .venv/bin/python bench/dp_rollout.py                  # calc as configs/calc.yaml plays a step, 3 repeats
     .venv/bin/python bench/dp_rollout.py --quick          # 2 tasks x 2 episodes, 2 turns, 1 repeat
@@ -41,10 +42,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
+
 QUICK = ["train.tasks_per_step=2", "train.group_size=2", "rollout.max_turns=2"]
 COMMON = ["rollout.seeded_sampling=true", "eval.before=false", "eval.after=false", "train.seed=0"]
 MODES = ("rank0", "dp", "rank0_all_threads")
-RESULTS = Path(__file__).with_name("results") / "dp_rollout.json"
 
 
 def rotation(repeat: int) -> list[str]:
@@ -155,7 +157,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 tasks x 2 episodes, 2 turns, 1 repeat")
     parser.add_argument("--repeats", type=int, help="plays per mode (default 3, --quick 1)")
     parser.add_argument("--nproc", type=int, default=2, help="ranks (torchrun on this host)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes ('-': stdout only)")
+    harness.add_out_argument(parser, "dp_rollout")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="run-config overrides a.b=c")
     options = parser.parse_args()
@@ -185,10 +187,8 @@ def main() -> None:
         "load_average_before": [round(value, 2) for value in load_before],
         "load_average_after": [round(value, 2) for value in os.getloadavg()],
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if str(options.out) != "-":
-        options.out.write_text(text + "\n")
+    baseline = "rank 0 playing every episode alone (and with every core's threads), rotated in this run"
+    harness.emit("dp_rollout", result, baseline=baseline, out=harness.out_path(options, "dp_rollout"))
 
 
 if __name__ == "__main__":

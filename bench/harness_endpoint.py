@@ -1,7 +1,7 @@
 """Per-call overhead of the harness endpoint against the engine alone, same run, same prompts (JSON).
 
     .venv/bin/python bench/harness_endpoint.py          # SmolLM2-135M, cached engine, 4 x 3 calls, 16 tok
-    .venv/bin/python bench/harness_endpoint.py --quick  # 2 x 2 calls
+    .venv/bin/python bench/harness_endpoint.py --quick  # 2 x 2 calls, printed only unless given --out
 
 A harness's multi-turn conversation (the plain `openai` client in a thread of its own, tools shown, tool
 results sent back as tool messages, so each call after the first continues its token sequence) is played
@@ -22,7 +22,8 @@ both alike. Per call:
     endpoint_only the endpoint over an engine that returns each recorded completion at once: the
                   endpoint's own cost per call, with no generation to blur it
 and, once, the cost of starting and stopping an endpoint (one per episode in training). Medians and means,
-with the 1-minute load average beside them. Written to bench/results/harness_endpoint.json.
+with the 1-minute load average beside them. Written to bench/results/harness_endpoint.json (`--out`; '-':
+print only); the CPU's flags are in the file's `harness` block (bench/harness.py).
 
 What this is not: a throughput benchmark (one conversation at a time, so there is no batching to hide
 the overhead behind).
@@ -32,19 +33,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
+import harness
 from openai import OpenAI
 
 from agentrl.agent.engines.base import Completion, SamplingParams
 from agentrl.agent.engines.cached import CachedEngine, CachedEngineConfig
 from agentrl.agent.rollout_config import HarnessConfig, RolloutConfig
-from agentrl.cpu import speed_flags
 from agentrl.env.core import tool_spec
 from agentrl.harness.endpoint import ChatEndpoint, chat_format
 from agentrl.harness.recorder import EpisodeRecorder
@@ -52,7 +51,6 @@ from agentrl.model_config import ModelConfig
 from agentrl.models import load_model
 from agentrl.types import SessionStart
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TOOLS = [tool_spec("guess", "Guess the hidden number.", {"number": {"type": "integer"}})]
 SYSTEM = "Find the hidden number between 1 and 100 with the guess tool. One guess per turn."
 ANSWERS = ["higher", "lower", "higher", "lower", "higher"]
@@ -81,7 +79,11 @@ def conversation(base_url: str, api_key: str, turns: int, question: str) -> list
     seconds = []
     for turn in range(turns):
         started = time.perf_counter()
-        response = client.chat.completions.create(model="agentrl", messages=messages, tools=TOOLS)  # type: ignore[arg-type]
+        response = client.chat.completions.create(
+            model="agentrl",
+            messages=messages,  # type: ignore[arg-type]
+            tools=TOOLS,  # type: ignore[arg-type]
+        )
         seconds.append(time.perf_counter() - started)
         message = response.choices[0].message
         messages.append(message.model_dump(exclude_none=True))
@@ -241,7 +243,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "endpoint_start_stop_ms": await start_stop_seconds(5) * 1000,
         "load_average_1m": os.getloadavg()[0],
         "cpu_count": os.cpu_count(),
-        "cpu_flags": speed_flags(),
     }
 
 
@@ -254,14 +255,15 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--quick", action="store_true", help="2 conversations of 2 calls")
-    parser.add_argument("--out", type=Path, default=None)
+    harness.add_out_argument(parser, "harness_endpoint")
     args = parser.parse_args()
     if args.quick:
         args.conversations, args.turns = 2, 2
-    out = args.out or RESULTS / ("harness_endpoint_quick.json" if args.quick else "harness_endpoint.json")
     result = asyncio.run(run(args))
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    baseline = "engine.generate alone on the endpoint's own prompts, back to back with it in this run"
+    harness.emit(
+        "harness_endpoint", result, baseline=baseline, out=harness.out_path(args, "harness_endpoint")
+    )
 
 
 if __name__ == "__main__":
