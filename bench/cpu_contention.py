@@ -12,24 +12,21 @@ What this is not: a model benchmark (no engine, no trainer), nor a measure of me
 (the busy loop touches no memory).
 
     .venv/bin/python bench/cpu_contention.py            # -> bench/results/cpu_contention.json
+    .venv/bin/python bench/cpu_contention.py --rounds 2 --repeats 50 --out -   # print only
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
 import sys
 import time
-from pathlib import Path
 
+import harness
 import torch
 
-from agentrl.cpu import speed_flags
-
-RESULTS = Path(__file__).resolve().parent / "results"
 BUSY_LOOP = "while True:\n    pass\n"
 SETTINGS = (  # (name, torch threads, neighbour's nice level or None for no neighbour)
     ("alone, 2 threads", 2, None),
@@ -78,7 +75,6 @@ def measure(rounds: int, repeats: int) -> dict[str, object]:
         rows[name] = {"median_s": round(median, 4), "throughput_vs_first": round(baseline / median, 3)}
     return {
         "command": "bench/cpu_contention.py " + " ".join(sys.argv[1:]),
-        "cpu_flags": speed_flags(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -92,12 +88,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=300)
-    parser.add_argument("--out", type=Path, default=RESULTS / "cpu_contention.json")
+    harness.add_out_argument(parser, "cpu_contention")
     args = parser.parse_args()
     report = measure(args.rounds, args.repeats)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
+    baseline = "the first setting (alone, 2 threads), its rounds interleaved with the others' in the same run"
+    harness.emit("cpu_contention", report, baseline=baseline, out=harness.out_path(args, "cpu_contention"))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ phase the command's own output says it is in: `load` (the config and the demonst
 `eval_before` (from the "SFT on N demonstrations" line: the model, engine and service, then the
 evaluation), `step K`, `publish` (the weights into the engine),
 `eval_after`, `save`. The report gives each phase's peak and the resident size when it began, so the
-growth of each phase is read off directly.
+growth of each phase is read off directly. The JSON (bench/harness.py's schema) is printed as one line after
+the command's own output, and written to `--out` when given (the figures depend on the command's arguments,
+so there is no default file).
 
 What this is not: an allocation profiler (it does not say which tensor holds the memory), or a test.
 """
@@ -17,7 +19,6 @@ What this is not: an allocation profiler (it does not say which tensor holds the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -26,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP_LINE = re.compile(r"^step (\d+)\s+(\S+)=")
@@ -117,16 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demos", required=True, help="the demonstrations file (agentrl demos)")
     parser.add_argument("--every", type=float, default=0.25, help="seconds between samples")
-    parser.add_argument("--out", type=Path, help="write the JSON here (else print it)")
+    parser.add_argument("--out", type=Path, help="also write the JSON here (it is always printed)")
     parser.add_argument("sft_args", nargs=argparse.REMAINDER, help="-- then agentrl sft's other arguments")
     args = parser.parse_args(argv)
     rest = args.sft_args[1:] if args.sft_args[:1] == ["--"] else args.sft_args
     result = trace(["--demos", args.demos, *rest], args.every)
-    text = json.dumps(result, indent=1) + "\n"
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(json.dumps({"peak_mb": result["peak_mb"], "phases": result["phases"]}, indent=1))
+    out = None if args.out is None or str(args.out) == "-" else args.out
+    baseline = "the resident size at the start of each phase of the same command"
+    harness.emit("sft_memory", result, baseline=baseline, out=out, argv=argv)
     return 0
 
 
