@@ -102,7 +102,8 @@ def load_tasks(root: str | Path, suite: str, split: str) -> list[Task]:
     path = task_file(root, suite, split)
     if not path.is_file():
         raise ConfigError(f"task file {path} not found; check tasks.suite / tasks.*_split in the config")
-    numbered = [(number, line) for number, line in enumerate(path.open(), 1) if line.strip()]
+    with path.open() as lines_of_file:
+        numbered = [(number, line) for number, line in enumerate(lines_of_file, 1) if line.strip()]
     tasks = [_parse_line(line, path, number) for number, line in numbered]
     if not tasks:
         raise ConfigError(f"task file {path} is empty")

@@ -367,6 +367,19 @@ def _open_socket(api: Any, container_id: str, user: str, workdir: str, arguments
     raw: socket.socket = getattr(wrapped, "_sock", wrapped)
     # a duplicate we own: the HTTP response object that wraps `raw` may be garbage-collected and close it
     sock = raw.dup()
-    raw.close()
+    _close_hijacked(wrapped, raw)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     return sock
+
+
+def _close_hijacked(wrapped: Any, raw: socket.socket) -> None:
+    """Close docker-py's objects around the hijacked socket once we hold our duplicate: its file object
+    (`wrapped`, which keeps the socket's descriptor open until it is closed itself), the HTTP response it
+    keeps alive, and the socket. Left to the garbage collector, they form a cycle whose socket may be
+    finalized first, still open (a ResourceWarning for every sandbox)."""
+    for owned in (getattr(wrapped, "_response", None), wrapped, raw):  # the response first: it flushes
+        try:
+            if owned is not None:
+                owned.close()
+        except (OSError, ValueError):
+            pass

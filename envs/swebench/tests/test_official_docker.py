@@ -73,7 +73,7 @@ def heredoc(command: str, text: str) -> str:
 
 
 def local_record() -> dict[str, Any]:
-    lines = (REPO / "tasks" / "swebench-local" / "train.jsonl").open()
+    lines = (REPO / "tasks" / "swebench-local" / "train.jsonl").read_text().splitlines()
     return next(r for r in map(json.loads, lines) if r["repo"] == "pypi/inflection")
 
 

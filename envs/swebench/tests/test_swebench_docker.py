@@ -34,7 +34,8 @@ def pytest_runtest_makereport(item, call):
 
 
 def load_records() -> list[dict[str, Any]]:
-    return [json.loads(line) for split in ("train", "heldout") for line in (TASKS / f"{split}.jsonl").open()]
+    files = [(TASKS / f"{split}.jsonl").read_text() for split in ("train", "heldout")]
+    return [json.loads(line) for text in files for line in text.splitlines()]
 
 
 def first_of(project: str) -> dict[str, Any]:

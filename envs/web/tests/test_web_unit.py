@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from agentrl_web import shop
@@ -56,7 +57,7 @@ def test_splits_are_disjoint_and_balanced() -> None:
 
 def test_task_files_match_the_generator() -> None:
     for suite, family in (("web-miniwob", "miniwob"), ("web-shop", "shop")):
-        lines = open(f"tasks/{suite}/heldout.jsonl").read().splitlines()
+        lines = Path(f"tasks/{suite}/heldout.jsonl").read_text().splitlines()
         assert [json.loads(line) for line in lines] == generate(family, "heldout", len(lines))
 
 
