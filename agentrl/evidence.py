@@ -1,6 +1,7 @@
 """A run's evidence file: the per-task held-out outcomes behind a before/after claim, read from the store.
 
-    python -m agentrl.evidence runs/demo-20261126-120000 --out bench/results/demo/demo-20261126-120000.json \
+    python -m agentrl.evidence runs/demo-20261126-120000 \
+        --out studies/calc-demo/results/demo/demo-20261126-120000.json \
         [--control-before runs/<base eval at T=0.3> --control-after runs/<trained eval at T=0.3>]
 
 What this is: `run_evidence`, which turns what a finished run already recorded (its saved `config.yaml` and

@@ -4,8 +4,8 @@
 # Then the evidence (issue 41): the sharpening control (the base and the trained model evaluated at
 # DEMO_CONTROL_T, default 0.3, on the same held-out tasks; DEMO_CONTROL_T= skips it) and one JSON with every
 # evaluation's per-task outcomes, temperature, seeds, commit and CPU flags, written to runs/<run>/evidence.json
-# and bench/results/demo/<run>.json (commit it; `studies/scripts/demo_report.py --write-docs` makes the table
-# of docs/benchmarks.md).
+# and studies/calc-demo/results/demo/<run>.json (commit it; `studies/scripts/demo_report.py --write-docs`
+# makes the table of docs/benchmarks.md).
 set -euo pipefail
 start=$(date +%s)
 name="demo-$(date +%Y%m%d-%H%M%S)"
@@ -20,6 +20,6 @@ if [[ -n "$control_t" ]]; then
   controls=(--control-before "runs/$name-control-base" --control-after "runs/$name-control-trained")
 fi
 .venv/bin/python -m agentrl.evidence "runs/$name" "${controls[@]}"
-mkdir -p bench/results/demo
-cp "runs/$name/evidence.json" "bench/results/demo/$name.json"
-echo "evidence: bench/results/demo/$name.json (with controls: $(( $(date +%s) - start )) s)"
+mkdir -p studies/calc-demo/results/demo
+cp "runs/$name/evidence.json" "studies/calc-demo/results/demo/$name.json"
+echo "evidence: studies/calc-demo/results/demo/$name.json (with controls: $(( $(date +%s) - start )) s)"

@@ -1,6 +1,7 @@
 """mkdocs hooks of the docs site (mkdocs.yml): links from docs/ to files of the repository outside docs/.
 
-The pages link a figure as GitHub shows it, relative to docs/ (`![...](../bench/results/credit_gym.png)`).
+The pages link a file as GitHub shows it, relative to docs/: a figure of a study
+(`![...](../studies/credit-gym/results/credit_gym.png)`), a benchmark's result (`../bench/results/...`).
 mkdocs only serves files under docs/, so for each such link whose target exists this adds the file to the
 site (at the same path under the site's root) and points the link there; a link to a file that does not
 exist is left alone, and `mkdocs build --strict` fails on it.

@@ -1,6 +1,7 @@
 """Why the base model fails the later parts of a calc-chain episode (issue 41, docs/credit_study.md part 3).
 
-    .venv/bin/python studies/scripts/calc_chain_failures.py      # -> bench/results/calc_chain_failures.json
+    .venv/bin/python studies/scripts/calc_chain_failures.py
+    # -> studies/calc-chain-gonogo/results/calc_chain_failures.json
 
 The go/no-go (`studies/scripts/calc_chain_gonogo.py`) measured that parts 2 and 3 are solved far less often
 than part 1 although the parts are independent problems of one kind, and kept outcomes, not turns. This script
@@ -48,7 +49,7 @@ from calc_chain_gonogo import FLAGS  # noqa: E402
 from credit_study import code_version  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "bench" / "results" / "calc_chain_failures.json"
+OUT = ROOT / "studies" / "calc-chain-gonogo" / "results" / "calc_chain_failures.json"
 LABELS = (
     "carried_answer",
     "swapped",

@@ -1,6 +1,7 @@
 """The markdown table docs/credit_study.md quotes for plan 3b's failure counts, made from their JSON files.
 
-    .venv/bin/python studies/scripts/calc_chain_failures_table.py bench/results/calc_chain_failures_3b_*.json
+    .venv/bin/python studies/scripts/calc_chain_failures_table.py \
+        studies/calc-chain-plan3b/results/failures/calc_chain_failures_3b_*.json
 
 What this is: one row per file written by `studies/scripts/calc_chain_failures.py` (one model, one decoding):
 parts right by position, by wording, and each failure label summed over the parts. What this is not: a test or
@@ -49,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = [Path(arg) for arg in (sys.argv[1:] if argv is None else argv)]
     if not paths:
         raise SystemExit(
-            "give the failure-count JSON files, e.g. bench/results/calc_chain_failures_3b_*.json"
+            "give the failure-count JSON files, e.g. "
+            "studies/calc-chain-plan3b/results/failures/calc_chain_failures_3b_*.json"
         )
     print(table(paths))
     return 0

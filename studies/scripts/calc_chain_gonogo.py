@@ -1,6 +1,7 @@
 """Go/no-go for the calc-chain study (issue 41, docs/credit_study.md part 3), before any training run.
 
-    .venv/bin/python studies/scripts/calc_chain_gonogo.py     # -> bench/results/calc_chain_gonogo.json
+    .venv/bin/python studies/scripts/calc_chain_gonogo.py
+    # -> studies/calc-chain-gonogo/results/calc_chain_gonogo.json
     .venv/bin/python studies/scripts/calc_chain_gonogo.py --tasks 12 --temperatures 0 --no-batch \
         --out /tmp/pilot.json
 
@@ -56,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from credit_study import code_version  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "bench" / "results" / "calc_chain_gonogo.json"
+OUT = ROOT / "studies" / "calc-chain-gonogo" / "results" / "calc_chain_gonogo.json"
 FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 

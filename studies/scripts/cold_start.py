@@ -14,9 +14,10 @@ sampled at `eval.temperature` with the fixed sampler seed, so base, SFT and SFT+
 the same random stream. `--rl-from-base` adds an RL run of the same budget from the base model, the
 comparison that says whether the warm start is what gave RL its signal.
 
-    .venv/bin/python studies/scripts/cold_start.py --env maze          # -> bench/results/cold_start_maze.json
+    .venv/bin/python studies/scripts/cold_start.py --env maze
     .venv/bin/python studies/scripts/cold_start.py --env search-tools  # needs Docker (the retriever sandbox)
     .venv/bin/python studies/scripts/cold_start.py --env web-shop      # needs Docker (the browser sandbox)
+    # each -> studies/cold-start/results/cold_start_<env>.json
 
 Runs go to runs/cold_start/ with their own store (runs/cold_start/store.db); `--reuse` skips the commands an
 earlier invocation finished (runs/cold_start/<prefix>-timings.json); `--quick` shrinks every budget (a smoke
@@ -233,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rl-from-base", action="store_true", help="also RL from the base model, same budget"
     )
-    parser.add_argument("--out", type=Path, help="default: bench/results/cold_start_<env>[_quick].json")
+    parser.add_argument(
+        "--out", type=Path, help="default: studies/cold-start/results/cold_start_<env>[_quick].json"
+    )
     parser.add_argument(
         "--reuse", action="store_true", help="skip the commands an earlier run of it finished"
     )
@@ -241,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     recipe = RECIPES[args.env]
     out = (
-        args.out or ROOT / "bench" / "results" / f"cold_start_{args.env}{'_quick' if args.quick else ''}.json"
+        args.out
+        or ROOT
+        / "studies"
+        / "cold-start"
+        / "results"
+        / f"cold_start_{args.env}{'_quick' if args.quick else ''}.json"
     )
     result = measure(args.env, recipe, args.quick, args.rl_from_base, args.reuse, args.skip_rl)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,12 +5,12 @@ their committed results files.
     .venv/bin/python studies/scripts/context_report.py --write-docs  # rewrite both pages' generated blocks
 
 What this is: three tables. (1) calc-chain per-part success of the base model, `full` against `window`
-(`bench/results/context_calc_chain_{full,window}.json`, written by `studies/scripts/calc_chain_gonogo.py`),
-with the largest gap of a later part to part 1 and whether the plan's target (every part within 0.1 of part 1)
-holds; (2) swebench-local turns reached and the share stopped by `max_tokens`, per agent, policy and context
-size, and (3) the update's samples, tokens and seconds per episode per policy (both from
-`bench/results/context_policies.json`, written by `bench/context_policies.py`). What this is not: a
-measurement; it only formats files.
+(`studies/context-calc-chain/results/context_calc_chain_{full,window}.json`, written by
+`studies/scripts/calc_chain_gonogo.py`), with the largest gap of a later part to part 1 and whether the plan's
+target (every part within 0.1 of part 1) holds; (2) swebench-local turns reached and the share stopped by
+`max_tokens`, per agent, policy and context size, and (3) the update's samples, tokens and seconds per episode
+per policy (both from `bench/results/context_policies.json`, written by `bench/context_policies.py`). What
+this is not: a measurement; it only formats files.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 from agentrl import evidence
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "studies" / "context-calc-chain" / "results"
 CALC = {policy: RESULTS / f"context_calc_chain_{policy}.json" for policy in ("full", "window")}
-POLICIES = RESULTS / "context_policies.json"
+POLICIES = ROOT / "bench" / "results" / "context_policies.json"  # a benchmark's (bench/context_policies.py)
 CONTEXT_DOC = ROOT / "docs" / "context.md"
 STUDY_DOC = ROOT / "docs" / "credit_study.md"
 BLOCKS = {
@@ -69,7 +69,7 @@ def calc_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
                 f"{'yes' if abs(gap) <= TARGET else 'no'} | {evaluation['invalid_turn_rate']:.3f} |"
             )
     tasks = {int(report["eval_tasks"]) for report in reports.values()}
-    files = ", ".join(f"`bench/results/{path.name}`" for path in CALC.values())
+    files = ", ".join(f"`{path.relative_to(ROOT)}`" for path in CALC.values())
     return "\n".join(rows) + f"\n\n{'/'.join(map(str, sorted(tasks)))} held-out chains per row ({files})."
 
 

@@ -69,8 +69,8 @@ through floating-point rounding, which the chaotic training amplifies; they meas
 itself. (For an LLM the prompt holds the history, so occurrences of one transition have different gradients
 and SALT is not GRPO.)
 
-Writes `--out` (default bench/results/credit_gym.json) and the plot beside it (same stem, .png): learning
-curves per policy and level, and the sweeps. Runs in at most `workers` (2) processes.
+Writes `--out` (default studies/credit-gym/results/credit_gym.json) and the plot beside it (same stem, .png):
+learning curves per policy and level, and the sweeps. Runs in at most `workers` (2) processes.
 
 What this is not: an LLM study (that is studies/scripts/credit_study.py), a hyper-parameter search (every
 estimator runs with its defaults, the learning rates were chosen once with GRPO only, see docs/credit_gym.md)
@@ -105,7 +105,7 @@ from agentrl.tasks import Task, load_tasks, sample_tasks  # noqa: E402
 from agentrl.types import Action, Episode, ToolCall, Turn  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "studies" / "credit-gym" / "results"
 DIRECTIONS = ("up", "down", "left", "right")
 INVALID_TEXT = "wait"  # names no move: the env answers it as an invalid turn
 BOARD_CHARS = frozenset(".#@GkD")

@@ -1,7 +1,7 @@
 """Where the credit gym's MLP level-3 gap (GiGPO - GRPO final success) comes from, seed by seed.
 
     .venv/bin/python studies/scripts/credit_gym_gap.py
-        # reads bench/results/credit_gym.json, writes credit_gym_gap.json beside it
+        # reads studies/credit-gym/results/credit_gym.json, writes credit_gym_gap.json beside it
 
 What this is: a split of the paired (same seed) final-success gap over the seeds in which GRPO collapsed
 (final held-out success <= `COLLAPSED`, the doc's cut) and the others: the mean gap over all seeds is the
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "bench" / "results" / "credit_gym.json"
-OUT = ROOT / "bench" / "results" / "credit_gym_gap.json"
+SOURCE = ROOT / "studies" / "credit-gym" / "results" / "credit_gym.json"
+OUT = SOURCE.with_name("credit_gym_gap.json")
 COLLAPSED = 0.03
 
 

@@ -15,8 +15,8 @@ held-out success whenever the run's env steps cross one of `--eval-points` evenl
 starting model (env step 0) is evaluated once and shared by every curve: it is the same model, evaluated on
 the same tasks with the same sampler seed.
 
-Writes `bench/results/credit_study_warm.json` and `credit_study_warm.png` (mean held-out success vs env
-steps per estimator, with 95% Student-t bands over seeds) and prints the summary. JSON keys:
+Writes `studies/maze-credit/results/credit_study_warm.json` and `credit_study_warm.png` (mean held-out success
+vs env steps per estimator, with 95% Student-t bands over seeds) and prints the summary. JSON keys:
     runs[arm][i]: seed, curve [{checkpoint_env_steps, env_steps, train_step, success_rate,
         episodes}], wall_s, train_steps, env_steps, forks, and the means over train steps of anchor_hit_rate,
         anchor_group_size, zero_variance_groups, invalid_turn_rate, train_success_rate
@@ -98,7 +98,9 @@ from agentrl.trainer.samples import env_steps_of, forks_of
 from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
 from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
 
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "studies" / "maze-credit" / "results"  # the maze studies
+CALC_CHAIN_RESULTS = ROOT / "studies" / "calc-chain" / "results"  # the calc-chain plans (never run)
 ESTIMATORS = ("grpo", "gigpo", "hgpo", "salt")
 CREDIT_KEYS = ("anchor_hit_rate", "anchor_group_size", "zero_variance_groups")
 # measured step and eval times (seconds) on the 2-core machine; used only by `estimate_wall_s`
@@ -185,11 +187,12 @@ CALC_CHAIN = StudyConfig(  # docs/credit_study.md part 3, fixed before its first
     overrides=(),
     warm_start_demos=0,
     runs_dir="runs/credit_study_calc_chain",
-    out=RESULTS / "credit_study_calc_chain.json",
-    plot=RESULTS / "credit_study_calc_chain.png",
+    out=CALC_CHAIN_RESULTS / "credit_study_calc_chain.json",
+    plot=CALC_CHAIN_RESULTS / "credit_study_calc_chain.png",
     metric="per_part_success",
     base_evaluations=2,
-    best_temperature=0.3,  # the base's best decoding in the go/no-go (bench/results/calc_chain_gonogo.json)
+    # the base's best decoding in the go/no-go (studies/calc-chain-gonogo/results/calc_chain_gonogo.json)
+    best_temperature=0.3,
 )
 # docs/credit_study.md part 3, "Tree arms": one tree of 8 leaves per task, branching after turns 1, 3 and 6 (a
 # part takes 2 or 3 turns: 3 and 6 are the first turns of parts 2 and 3 when parts use their budget, as most
@@ -207,9 +210,10 @@ CALC_CHAIN_TREE = replace(
         Arm("tree_gigpo", "gigpo", CALC_CHAIN_TREE_ROLLOUT),
         Arm("tree_grpo", "tree_grpo", CALC_CHAIN_TREE_ROLLOUT),
     ),
-    out=RESULTS / "credit_study_calc_chain_tree.json",
-    plot=RESULTS / "credit_study_calc_chain_tree.png",
-    kept_runs=RESULTS / "credit_study_calc_chain_runs",  # the flat plan's: its runs and the base are shared
+    out=CALC_CHAIN_RESULTS / "credit_study_calc_chain_tree.json",
+    plot=CALC_CHAIN_RESULTS / "credit_study_calc_chain_tree.png",
+    # the flat plan's: its runs and the base are shared
+    kept_runs=CALC_CHAIN_RESULTS / "credit_study_calc_chain_runs",
 )
 # docs/credit_study.md part 3, plan 3b: GRPO against the base at its best decoding, on go/no-go 3's env at the
 # training temperature go/no-go 4 found most groups with signal at; greedy is the base's best (go/no-go 3)
@@ -695,7 +699,7 @@ def estimate_wall_s(
 
 def run_dir_of(study: StudyConfig) -> Path:
     """Where finished runs keep their summaries: `kept_runs`, else next to the JSON, e.g.
-    bench/results/credit_study_runs/."""
+    studies/maze-credit/results/credit_study_runs/."""
     return study.kept_runs or study.out.with_name(study.out.stem + "_runs")
 
 

@@ -1,8 +1,9 @@
 """Why a credit-study run learns or does not: per-update and per-evaluation measurements of one run.
 
     .venv/bin/python studies/scripts/credit_study_report.py runs/credit_study_warm/credit-grpo-seed0-... \
-        --out bench/results/credit_study_warm_runs/grpo-seed0.steps.json
-    .venv/bin/python studies/scripts/credit_study_report.py --table bench/results/credit_study_warm_runs
+        --out studies/maze-credit/results/credit_study_warm_runs/grpo-seed0.steps.json
+    .venv/bin/python studies/scripts/credit_study_report.py \
+        --table studies/maze-credit/results/credit_study_warm_runs
 
 What this is: the measurements docs/credit_study.md quotes, read back from a run's `metrics.jsonl` and the
 run store (`--store`, else the URL the run's config.yaml names, else the default store; run it from the folder

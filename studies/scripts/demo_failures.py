@@ -1,8 +1,9 @@
 """How the calc demo's held-out episodes ended, read from the run store; writes
-bench/results/demo_failures.json (`--out`).
+studies/calc-demo/results/demo_failures.json (`--out`).
 
     .venv/bin/python studies/scripts/demo_failures.py demo-20261127-083035 demo-20261127-093729  # by name
-    .venv/bin/python studies/scripts/demo_failures.py --report bench/results/demo_failures.json  # the table
+    .venv/bin/python studies/scripts/demo_failures.py \
+        --report studies/calc-demo/results/demo_failures.json  # the markdown table
 
 For each `make demo` run named, four held-out evaluations of the same 48 tasks: `before` and `after`
 (the run's own, at the evaluation temperature) and `control-before` / `control-after` (the runs
@@ -17,8 +18,8 @@ Every episode gets one outcome (`outcome`, first rule that applies):
 
 It also counts `unclosed_calls`: episodes whose first python call opens more parentheses than it closes
 (`print(1 + 2` or `print(1 + 2}`: a failure mode seen after training with seed 1). Read with the evidence
-files in bench/results/demo/, which hold the per-task outcomes; this file says what the failures were made
-of.
+files in studies/calc-demo/results/demo/, which hold the per-task outcomes; this file says what the failures
+were made of.
 
 What this is not: a replay (it reads what the store recorded; the store must be the one the runs wrote,
 runs/agentrl.db unless $AGENTRL_DB_URL says otherwise) or a statement about other tasks.
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "bench" / "results" / "demo_failures.json"
+OUT = ROOT / "studies" / "calc-demo" / "results" / "demo_failures.json"
 OUTCOMES = ("solved", "infra", "syntax_error", "never_submitted", "wrong_answer")
 
 

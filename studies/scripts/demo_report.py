@@ -3,8 +3,8 @@
     .venv/bin/python studies/scripts/demo_report.py               # print the table (or say it is pending)
     .venv/bin/python studies/scripts/demo_report.py --write-docs  # rewrite docs/benchmarks.md's marked block
 
-What this is: the reader of `bench/results/demo/*.json` (each written by `agentrl.evidence` at the end of a
-`make demo` run: per-task outcomes before and after training, at the evaluation temperature, plus the
+What this is: the reader of `studies/calc-demo/results/demo/*.json` (each written by `agentrl.evidence` at the
+end of a `make demo` run: per-task outcomes before and after training, at the evaluation temperature, plus the
 optional low-temperature control). The headline is the across-seed band: the mean per-seed change of
 held-out success with a 95% Student-t band over seeds (a seed-level statistic: the same base model scored
 15-27 of 48 across runs, more spread than per-run tests assume). Per-run exact McNemar p-values come second.
@@ -27,7 +27,7 @@ from typing import Any
 from agentrl import evidence
 
 ROOT = Path(__file__).resolve().parents[2]
-EVIDENCE = ROOT / "bench" / "results" / "demo"
+EVIDENCE = ROOT / "studies" / "calc-demo" / "results" / "demo"
 PAGE = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- demo-table:start (studies/scripts/demo_report.py) -->", "<!-- demo-table:end -->"
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}

@@ -2,7 +2,7 @@
 
     .venv/bin/python studies/scripts/maze_goal_probe.py \
         --models smollm2-135m-instruct,runs/credit_study_warm/warm-start-dfcd158e-sft/final
-    # -> bench/results/maze_goal_probe.json
+    # -> studies/maze-credit/results/maze_goal_probe.json
 
 What this is: for each held-out level-1 maze, the first prompt exactly as the runner renders it (the env
 with the credit study's run config, `configs/maze.yaml` with `credit_study.StudyConfig.overrides`: the
@@ -70,7 +70,7 @@ class ProbeConfig:
     temperature: float = 0.8  # the study's sampling temperature
     bootstrap: int = 2000
     limit: int | None = None  # the first N mazes only (a smoke test); None: all
-    out: Path = ROOT / "bench" / "results" / "maze_goal_probe.json"
+    out: Path = ROOT / "studies" / "maze-credit" / "results" / "maze_goal_probe.json"
 
 
 def closer_moves(layout: Sequence[str]) -> frozenset[str]:

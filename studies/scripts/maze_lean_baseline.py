@@ -1,8 +1,9 @@
 """How much of a maze run's held-out success a blind lean explains: a mover with the run's move shares.
 
-    .venv/bin/python studies/scripts/maze_lean_baseline.py bench/results/credit_study_warm_runs/*.steps.json \
-        bench/results/credit_study_warm_seqmean_runs/grpo-seed0.steps.json
-    # -> a markdown table on stdout, and bench/results/maze_lean_baseline.json
+    .venv/bin/python studies/scripts/maze_lean_baseline.py \
+        studies/maze-credit/results/credit_study_warm_runs/*.steps.json \
+        studies/maze-credit/results/credit_study_warm_seqmean_runs/grpo-seed0.steps.json
+    # -> a markdown table on stdout, and studies/maze-credit/results/maze_lean_baseline.json
 
 What this is: for each `*.steps.json` (from `studies/scripts/credit_study_report.py`), the direction shares of
 the run's last held-out evaluation (the moves its valid turns made) and, for a mover that draws every move
@@ -70,7 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("steps", type=Path, nargs="+", help="*.steps.json files of credit_study_report")
     parser.add_argument("--plays", type=int, default=200, help="plays per maze (default 200)")
     parser.add_argument("--max-steps", type=int, help="moves per play (default: the study's env's max_steps)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "maze_lean_baseline.json")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "studies" / "maze-credit" / "results" / "maze_lean_baseline.json"
+    )
     args = parser.parse_args(argv)
     if args.max_steps is None:
         args.max_steps = int(load_config("maze", StudyConfig().overrides).env.kwargs["max_steps"])

@@ -200,7 +200,9 @@ def test_every_run_starts_from_the_warm_start_made_under_the_studys_overrides(tm
 
 def test_the_kept_plan_2_runs_still_match_the_default_study() -> None:
     """A study resumed across sessions reuses its kept runs only while their fingerprint matches."""
-    kept = json.loads((ROOT / "bench/results/credit_study_warm_runs/grpo-seed0.json").read_text())
+    kept = json.loads(
+        (ROOT / "studies/maze-credit/results/credit_study_warm_runs/grpo-seed0.json").read_text()
+    )
     assert kept["study"] == credit_study.fingerprint(credit_study.StudyConfig())
 
 

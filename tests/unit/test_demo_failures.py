@@ -91,6 +91,6 @@ def test_evaluations_pick_the_first_and_last_step_and_the_controls() -> None:
 
 
 def test_benchmarks_page_quotes_the_committed_file() -> None:
-    result = json.loads((ROOT / "bench" / "results" / "demo_failures.json").read_text())
+    result = json.loads((ROOT / "studies" / "calc-demo" / "results" / "demo_failures.json").read_text())
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     assert bench().report(result) in page

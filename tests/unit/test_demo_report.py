@@ -121,4 +121,4 @@ def test_an_infrastructure_failure_is_not_scored() -> None:
 def test_the_benchmarks_page_block_is_the_table_of_the_committed_files() -> None:
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     block = page.split(START, 1)[1].split(END, 1)[0].strip()
-    assert block == table(load_records(ROOT / "bench" / "results" / "demo"))
+    assert block == table(load_records(ROOT / "studies" / "calc-demo" / "results" / "demo"))

@@ -7,9 +7,10 @@
 - A measured figure is traceable: in README.md and docs/*.md, a paragraph (or list item, or table with
   the paragraph that introduces it) that quotes a performance figure (a ratio such as `6.8x` or `4.5×`, a
   rate in tokens/s, steps/s or episodes/s, a latency in ms) in a measured context (the word "measured"/
-  "measures", or a `bench/*.py` script named) must cite a file of bench/results/ (`.json`, `.jsonl`, `.md`,
-  `.png`, `.csv`) that exists, or say "not backed: no results file in bench/results/". Fenced code blocks
-  are not read; every results file the docs cite must exist.
+  "measures", or a `bench/*.py` or `studies/scripts/*.py` script named) must cite a results file, of
+  bench/results/ or of a study's studies/<name>/results/ (`.json`, `.jsonl`, `.md`, `.png`, `.csv`), that
+  exists, or say "not backed: no results file in bench/results/". Fenced code blocks are not read; every
+  results file the docs cite must exist.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ PACKAGE = ROOT / "agentrl"
 
 FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:x\b|×| ?tokens/s| ?tok/s| ?steps/s| ?episodes/s| ?ms\b)")
 MEASURED = re.compile(r"\bmeasur|\b(?:bench|studies/scripts)/\w+\.py", re.IGNORECASE)
-CITATION = re.compile(r"bench/results/[\w./<>${}*-]+?\.(?:json|jsonl|md|png|csv)\b")
+CITATION = re.compile(r"(?:bench|studies/[\w-]+)/results/[\w./<>${}*-]+?\.(?:json|jsonl|md|png|csv)\b")
 TEMPLATE = re.compile(r"[<>${}*]")  # a path pattern (`cold_start_<env>.json`), not a file
 NOT_BACKED = "not backed: no results file in bench/results/"
 FENCE = re.compile(r"^```.*?^```$", re.MULTILINE | re.DOTALL)
@@ -150,7 +151,8 @@ def documents() -> list[Path]:
 def test_every_measured_figure_cites_a_results_file() -> None:
     problems = [problem for doc in documents() for problem in unbacked_figures(doc)]
     assert problems == [], (
-        "measured figures without a bench/results/ file in the same paragraph (cite the file, or write "
+        "measured figures without a results file (bench/results/, studies/<name>/results/) in the same "
+        "paragraph (cite the file, or write "
         f"'{NOT_BACKED}'):\n" + "\n".join(problems)
     )
 
@@ -164,7 +166,7 @@ def test_every_cited_results_file_exists() -> None:
             if not (ROOT / path).is_file()
         }
     )
-    assert missing == [], "docs cite bench/results/ files that do not exist:\n" + "\n".join(missing)
+    assert missing == [], "docs cite results files that do not exist:\n" + "\n".join(missing)
 
 
 def test_the_figure_rule_catches_an_unbacked_measurement(tmp_path: Path) -> None:
@@ -172,11 +174,16 @@ def test_the_figure_rule_catches_an_unbacked_measurement(tmp_path: Path) -> None
     page.write_text(
         "Measured with `bench/engine.py`: 129.6 tokens/s, 6.8x the naive loop.\n\n"
         "`bench/fork.py` (`bench/results/fork.json`): maze 0.08 ms.\n\n"
+        "`studies/scripts/credit_gym.py` (`studies/credit-gym/results/credit_gym.json`): 2.1x.\n\n"
+        "`studies/scripts/credit_gym.py` on level 3: 3.5x, no file.\n\n"
         "A target of 2x, not measured yet; not backed: no results file in bench/results/.\n\n"
         "```\nmeasured 3.0x in a code block\n```\n\n"
         "A plan: 4 x 48 tokens per step.\n"
     )
-    assert unbacked_figures(page, root=tmp_path) == ["page.md:1: ['129.6 tokens/s', '6.8x']"]
+    assert unbacked_figures(page, root=tmp_path) == [
+        "page.md:1: ['129.6 tokens/s', '6.8x']",
+        "page.md:7: ['3.5x']",
+    ]
 
 
 def test_readme_stays_a_front_page() -> None:
