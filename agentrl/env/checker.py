@@ -9,13 +9,22 @@ step it plays), that the same seed and task give the same first observation, and
 fork capability, that a fork taken mid-episode steps exactly like the original from the same action (an env
 that claims "none" must refuse with `ForkUnsupported`).
 
+`recording_resource_warnings` records the ResourceWarnings (files and sockets never closed) that a block of
+code raises, including those of the garbage it leaves behind, as lines naming where each was opened (when
+`tracemalloc` traces): the env plugins' test fixtures and `agentrl envs check` use it.
+
 What this is not: a runtime guard. The service and runner never call it; it costs several resets.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
-from collections.abc import Hashable, Mapping, Sequence
+import sysconfig
+import tracemalloc
+import warnings
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
@@ -193,3 +202,40 @@ def _observed(result: Any) -> tuple[Any, ...]:
 
 def _over(result: Any) -> bool:
     return bool(result[2] or result[3])
+
+
+@contextlib.contextmanager
+def recording_resource_warnings() -> Iterator[list[str]]:
+    """Record every ResourceWarning raised in the block, and by the garbage it leaves (`gc.collect()` at its
+    end), into the yielded list, filled when the block ends: a line per warning (`describe_resource_warning`).
+
+    Other warnings are issued again after the block, as they came. Like `warnings.catch_warnings`, not
+    thread-safe: warnings of other threads while the block runs are recorded too.
+    """
+    leaks: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        try:
+            yield leaks
+        finally:
+            gc.collect()
+    for warning in caught:
+        if issubclass(warning.category, ResourceWarning):
+            leaks.append(describe_resource_warning(warning))
+        else:
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno, source=warning.source
+            )
+
+
+def describe_resource_warning(warning: warnings.WarningMessage) -> str:
+    """The warning's text and where its file or socket was opened: the innermost frame of the allocation
+    outside the standard library and installed packages (needs `tracemalloc`, e.g. PYTHONTRACEMALLOC=20)."""
+    text = str(warning.message)
+    traced = tracemalloc.get_object_traceback(warning.source) if warning.source is not None else None
+    if traced is None:
+        return f"{text} (where it was opened: run with PYTHONTRACEMALLOC=20)"
+    frames = list(traced)  # oldest call first
+    library = tuple({sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")})
+    own = [frame for frame in frames if not frame.filename.startswith(library)] or frames
+    return f"{text}, opened at {own[-1].filename}:{own[-1].lineno}"
