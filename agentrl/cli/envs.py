@@ -7,7 +7,9 @@
 - `check ID [--task NAME | --suite SUITE] [--policy random|scripted|MODULE:FUNCTION] ...`: `check_env`, then
   episodes through a real env service session, as a short report; exit code 1 when a check failed
   (`agentrl.devtools.service_check`). Its header names the task file it read (in ./tasks/ or the plugin's).
-  The policies are `ScriptedPolicy`s (`agentrl.env.scripted`).
+  The policies are `ScriptedPolicy`s (`agentrl.env.scripted`). Its last finding, "resources", warns of the
+  files and sockets the check left unclosed (ResourceWarnings, `agentrl.env.checker`'s recorder), with where
+  each was opened when PYTHONTRACEMALLOC is set.
 
 What this is not: the logic; each action is a thin handler over the modules named above.
 """
@@ -18,6 +20,7 @@ import argparse
 import difflib
 import importlib
 import inspect
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,7 +29,10 @@ from typing import TYPE_CHECKING, Any
 from agentrl.errors import ConfigError, EnvNotFound
 
 if TYPE_CHECKING:
+    from agentrl.devtools.service_check import Finding
     from agentrl.env.scripted import ScriptedPolicy
+
+RESOURCE_WARNINGS_SHOWN = 3  # distinct unclosed files or sockets named on the "resources" line
 
 
 def add_parser(commands: Any) -> None:
@@ -145,6 +151,7 @@ class CheckSource:
 def check_command(args: argparse.Namespace) -> int:
     from agentrl.devtools.service_check import CheckConfig, check_service_env, format_report
     from agentrl.env import list_envs
+    from agentrl.env.checker import recording_resource_warnings
     from agentrl.env.plugin_data import plugin_named
     from agentrl.tasks import load_tasks, task_file
 
@@ -172,16 +179,42 @@ def check_command(args: argparse.Namespace) -> int:
         )
         if part
     )
-    report = check_service_env(
-        args.env_id,
-        load_tasks(source.root, source.suite, source.split),
-        env_kwargs=source.env_kwargs,
-        policy=None if args.policy == "random" else load_policy(args.policy, args.env_id),
-        config=config,
-        header=f"{args.env_id} ({header})",
-    )
+    tasks = load_tasks(source.root, source.suite, source.split)
+    policy = None if args.policy == "random" else load_policy(args.policy, args.env_id)
+    with recording_resource_warnings() as leaks:
+        report = check_service_env(
+            args.env_id,
+            tasks,
+            env_kwargs=source.env_kwargs,
+            policy=policy,
+            config=config,
+            header=f"{args.env_id} ({header})",
+        )
+    report.findings.append(resource_finding(leaks))
     print(format_report(report))
     return report.exit_code(args.strict)
+
+
+def resource_finding(leaks: Sequence[str]) -> Finding:
+    """The "resources" line: "ok", or a warning naming the files and sockets the check left unclosed (the
+    lines of `recording_resource_warnings`; the same file or socket opened again counts once in the names)."""
+    from agentrl.devtools.service_check import Finding
+
+    if not leaks:
+        return Finding("ok", "resources", "every file and socket opened was closed (no ResourceWarning)")
+    distinct = list(dict.fromkeys(re.sub(r"fd=\d+", "fd=N", leak) for leak in leaks))
+    shown = "; ".join(distinct[:RESOURCE_WARNINGS_SHOWN])
+    more = (
+        f" (and {len(distinct) - RESOURCE_WARNINGS_SHOWN} more)"
+        if len(distinct) > RESOURCE_WARNINGS_SHOWN
+        else ""
+    )
+    return Finding(
+        "warn",
+        "resources",
+        f"{len(leaks)} ResourceWarning(s), files or sockets never closed: {shown}{more}; close what the env "
+        "opens in env.close() (or use a with-block)",
+    )
 
 
 def check_source(args: argparse.Namespace) -> CheckSource:
