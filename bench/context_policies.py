@@ -36,6 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import harness
 import torch
 
 from agentrl.agent.engines.base import Completion, SamplingParams
@@ -56,6 +57,7 @@ from agentrl.trainer.update import ppo_update
 from agentrl.types import Episode
 
 ROOT = Path(__file__).resolve().parents[1]
+BASELINE = "the full policy (the whole episode in one context), same run"
 OUT = ROOT / "bench" / "results" / "context_policies.json"
 FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 POLICIES: dict[str, list[str]] = {
@@ -325,8 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "update": updates,
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    harness.emit("context_policies", report, baseline=BASELINE, out=args.out, argv=argv, echo=False)
     return 0
 
 
@@ -334,6 +335,7 @@ def update_only(args: argparse.Namespace, argv: Sequence[str] | None, started: f
     """Part 2 in a run of its own (the machine to itself), its episodes played again as in the full run
     (the same seeds and tasks), written into the `update` of the existing results file."""
     report = json.loads(args.out.read_text())
+    report["part1_harness"] = report.pop(harness.RESERVED, None)  # the full run's; this run's is `harness`
     _, swebench_kept, swebench_config = asyncio.run(
         swebench_cells(args.update_episodes, contexts=(UPDATE_CONTEXT,), agents=("smollm2",))
     )
@@ -350,7 +352,7 @@ def update_only(args: argparse.Namespace, argv: Sequence[str] | None, started: f
         "cpu_flags": {flag: flag in cpu_flags() for flag in FLAGS},
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    harness.emit("context_policies", report, baseline=BASELINE, out=args.out, argv=argv, echo=False)
     return 0
 
 

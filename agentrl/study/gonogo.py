@@ -4,9 +4,13 @@ A go/no-go study file (`studies/<name>/study.yaml` with `kind: gonogo`) names th
 measure (the base model under some overrides, or a model trained partway: `train_env_steps` env steps of
 the variant's run config, then its final weights), the held-out evaluations (`decodings`, `eval_tasks`),
 whether to play one base batch at the training temperature (`batch`), and the criteria, each a named
-measure with a bound. A variant passes when every criterion holds on it; the study says **go** when
-`rule` is met ("any": one variant passes; "all": every variant does), else **no-go**, and which criteria
-failed where.
+measure with a bound, checked on the variants it names (`on`, default all). Two rules say **go**:
+- `rule: criteria` (the default): every criterion holds, a criterion holding when it holds on `any` (or
+  `all`, its `across`) of its variants: e.g. "the untrained model's success in range" on the base alone, and
+  "later parts carry signal" on the base or on a checkpoint partway through training;
+- `rule: variant`: some variant passes every criterion that applies to it (e.g. "go at a temperature T iff
+  all criteria hold on T's batch").
+Otherwise **no-go**, with which criteria failed where.
 
 Measures (`MEASURES`), read from a variant's record:
 - `best_per_part_success`: the best held-out per-part success over the decodings;
@@ -40,7 +44,8 @@ from agentrl.study.runner import Layout, read_record, write_record
 from agentrl.typed import build
 
 KIND = "gonogo"
-RULES = ("any", "all")
+RULES = ("criteria", "variant")
+ACROSS = ("any", "all")
 
 
 @dataclass(frozen=True)
@@ -56,18 +61,24 @@ class Variant:
 
 @dataclass(frozen=True)
 class Criterion:
-    """A named measure and its bound: `at_least` (>=), `at_most` (<=) or `below` (<); one or two of them."""
+    """A named measure and its bound: `at_least` (>=), `at_most` (<=) or `below` (<), one or two of them,
+    checked on the variants `on` (empty: every variant); it holds when it holds on `across` of them ("any"
+    or "all")."""
 
     name: str
     measure: str
     at_least: float | None = None
     at_most: float | None = None
     below: float | None = None
+    on: tuple[str, ...] = ()
+    across: str = "any"
 
 
 @dataclass(frozen=True)
 class GoNoGoSpec:
-    """What a go/no-go measures and what it must find (module docstring)."""
+    """What a go/no-go measures and what it must find (module docstring). `batch_tasks`: train tasks in the
+    base batch (0: the run config's `train.tasks_per_step`), each played `train.group_size` times at the
+    training temperature."""
 
     kind: str
     task: str
@@ -77,7 +88,8 @@ class GoNoGoSpec:
     eval_tasks: int = 48
     decodings: tuple[float, ...] = ()
     batch: bool = True
-    rule: str = "any"
+    batch_tasks: int = 0
+    rule: str = "criteria"
     title: str = ""
 
 
@@ -126,6 +138,13 @@ def check_gonogo(spec: GoNoGoSpec) -> None:
             raise ConfigError(f"criterion {criterion.name!r} has no bound: give at_least, at_most or below")
         if any(bound is not None and not isinstance(bound, int | float) for bound in bounds):
             raise ConfigError(f"criterion {criterion.name!r}: bounds must be numbers")
+        unknown = [name for name in criterion.on if name not in names]
+        if unknown:
+            raise ConfigError(
+                f"criterion {criterion.name!r} is on {unknown}, not variants of this study ({names})"
+            )
+        if criterion.across not in ACROSS:
+            raise ConfigError(f"criterion {criterion.name!r}: across={criterion.across!r}; use any or all")
         needs = MEASURES[criterion.measure][1]
         if needs == "batch" and not spec.batch:
             raise ConfigError(f"criterion {criterion.name!r} reads the batch: set study.batch to true")
@@ -200,44 +219,86 @@ def bound_text(criterion: Criterion) -> str:
     return " and ".join(parts)
 
 
+def applies(criterion: Criterion, variant: str) -> bool:
+    return not criterion.on or variant in criterion.on
+
+
 def verdict(spec: GoNoGoSpec, records: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
-    """Each variant's measures and criteria, and the go/no-go (pure: records in, the verdict out). A variant
-    not measured yet passes nothing and is listed."""
-    variants = {}
+    """Each variant's measures and criteria, each criterion's outcome and the go/no-go (pure: records in, the
+    verdict out). A variant not measured yet meets nothing and is listed."""
+    variants: dict[str, dict[str, Any]] = {}
     for variant in spec.variants:
         record = records.get(variant.name) or {}
         measures = {name: reader(record) for name, (reader, _) in MEASURES.items()}
-        checked = [
+        done = bool(record.get("done"))
+        checked: list[dict[str, Any]] = [
             {
                 "name": criterion.name,
                 "measure": criterion.measure,
                 "value": measures[criterion.measure],
                 "bound": bound_text(criterion),
-                "holds": holds(criterion, measures[criterion.measure]),
+                "holds": done and holds(criterion, measures[criterion.measure]),
             }
             for criterion in spec.criteria
+            if applies(criterion, variant.name)
         ]
         variants[variant.name] = {
-            "done": bool(record.get("done")),
+            "done": done,
             "measures": measures,
             "criteria": checked,
-            "passes": bool(record.get("done")) and all(item["holds"] for item in checked),
+            "passes": done and all(item["holds"] for item in checked),
         }
+    criteria = []
+    for criterion in spec.criteria:
+        found = [
+            item["holds"]
+            for name, measured in variants.items()
+            for item in measured["criteria"]
+            if item["name"] == criterion.name and applies(criterion, name)
+        ]
+        met = any(found) if criterion.across == "any" else bool(found) and all(found)
+        scope = ", ".join(criterion.on) if criterion.on else "every variant"
+        criteria.append({"name": criterion.name, "across": criterion.across, "on": scope, "holds": met})
     passing = [name for name, found in variants.items() if found["passes"]]
-    done = all(found["done"] for found in variants.values())
-    go = bool(passing) if spec.rule == "any" else len(passing) == len(variants)
+    complete = all(found["done"] for found in variants.values())
+    if spec.rule == "variant":
+        go = bool(passing)
+    else:
+        go = complete and all(item["holds"] for item in criteria)
     return {
         "rule": spec.rule,
         "variants": variants,
+        "criteria": criteria,
         "passing": passing,
-        "complete": done,
-        "go": go and (done or spec.rule == "any"),
+        "complete": complete,
+        "go": go,
     }
+
+
+def settled(spec: GoNoGoSpec, records: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+    """Under `rule: criteria`, the criteria that can no longer hold whatever the variants not yet measured
+    give (pure): one that failed on every variant it is on when none is left to measure, or, across "all",
+    on any one of them. Measuring more cannot make the go/no-go a go, so `run` stops and the variants left
+    are reported as not measured. [] when nothing is settled (and always under `rule: variant`)."""
+    if spec.rule != "criteria":
+        return []
+    found = verdict(spec, records)["variants"]
+    failed = []
+    for criterion in spec.criteria:
+        scope = [name for name in found if applies(criterion, name)]
+        outcomes = [
+            item["holds"] for name in scope if found[name]["done"] for item in found[name]["criteria"]
+            if item["name"] == criterion.name
+        ]  # fmt: skip
+        left = [name for name in scope if not found[name]["done"]]
+        if (criterion.across == "all" and not all(outcomes)) or (not left and not any(outcomes)):
+            failed.append(criterion.name)
+    return failed
 
 
 def table(summary: Mapping[str, Any]) -> str:
     """The Markdown a page includes: one row per variant with every measure a criterion reads, one line per
-    criterion and variant, and the verdict."""
+    criterion and variant, each criterion's outcome and the verdict."""
     names = list(
         dict.fromkeys(item["measure"] for found in summary["variants"].values() for item in found["criteria"])
     )
@@ -252,10 +313,16 @@ def table(summary: Mapping[str, Any]) -> str:
             lines.append(
                 f"- {variant}, {item['name']}: {item['measure']} {fmt(item['value'])} {item['bound']}: {mark}"
             )
-    decided = "GO" if summary["go"] else "NO-GO"
-    which = ", ".join(summary["passing"]) or "none"
     lines.append("")
-    lines.append(f"**{decided}** (rule: {summary['rule']} variant passes every criterion; passing: {which})")
+    if summary["rule"] == "variant":
+        which = ", ".join(summary["passing"]) or "none"
+        reason = f"rule: a variant passes every criterion; passing: {which}"
+    else:
+        failed = [item["name"] for item in summary["criteria"] if not item["holds"]]
+        reason = "rule: every criterion holds; " + (
+            f"failed: {', '.join(failed)}" if failed else "none failed"
+        )
+    lines.append(f"**{'GO' if summary['go'] else 'NO-GO'}** ({reason})")
     return "\n".join(lines)
 
 
@@ -294,6 +361,10 @@ def run(layout: Layout, log: Callable[[str], None] = print) -> None:
         }
         if record.get("done"):
             continue
+        decided = settled(spec, {v.name: read_record(layout, v.name) for v in spec.variants})
+        if decided:
+            log(f"go/no-go {layout.name}: no-go settled by {', '.join(decided)}; {variant.name} not measured")
+            continue
         log(f"go/no-go {layout.name}: {variant.name}")
         measure_variant(spec, layout, variant, record, log)
 
@@ -331,7 +402,8 @@ def measure_variant(
         write_record(layout, variant.name, record)
 
     todo = [t for t in spec.decodings if float(t) not in done_t]
-    asyncio.run(play(config, todo, spec.eval_tasks, spec.batch and "batch" not in record, keep))
+    batch = spec.batch and "batch" not in record
+    asyncio.run(play(config, todo, spec.eval_tasks, batch, spec.batch_tasks, keep))
     record.update({"done": True, "model": str(model) if model else "", "overrides": overrides})
     record["wall_s"] = time.perf_counter() - started
     write_record(layout, variant.name, record)
@@ -372,7 +444,12 @@ def trained_model(spec: GoNoGoSpec, layout: Layout, variant: Variant, log: Calla
 
 
 async def play(
-    config: Any, temperatures: Sequence[float], tasks: int, batch: bool, keep: Callable[[str, Any], None]
+    config: Any,
+    temperatures: Sequence[float],
+    tasks: int,
+    batch: bool,
+    batch_tasks: int,
+    keep: Callable[[str, Any], None],
 ) -> None:
     """The held-out evaluations at each temperature, then the batch, in one run (one model load)."""
     from dataclasses import replace
@@ -406,7 +483,7 @@ async def play(
             torch.manual_seed(EVAL_SEED)
             episodes = await play_tasks(
                 ctx,
-                train_tasks[: config.train.tasks_per_step],
+                train_tasks[: batch_tasks or config.train.tasks_per_step],
                 config.train.group_size,
                 config.sampling,
                 seed=0,
@@ -415,7 +492,7 @@ async def play(
                 "batch",
                 {
                     "temperature": config.sampling.temperature,
-                    "tasks_per_step": config.train.tasks_per_step,
+                    "tasks_per_step": batch_tasks or config.train.tasks_per_step,
                     "group_size": config.train.group_size,
                     **advantage_comparison(episodes, parts),
                     "wall_s": round(time.perf_counter() - started, 1),

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from agentrl.errors import ConfigError
-from agentrl.study.gonogo import load_gonogo, spec_kind, table, verdict
+from agentrl.study.gonogo import load_gonogo, settled, spec_kind, table, verdict
 from agentrl.study.signal import compare_advantages, part_start_signal, success_summary
 from agentrl.types import Action, Episode, Turn
 
@@ -48,6 +48,14 @@ def write(tmp_path: Path, data: dict[str, Any]) -> Path:
         ({"criteria": [{"name": "x", "measure": "vibes", "at_least": 1}]}, "measure 'vibes' is unknown"),
         ({"criteria": [{"name": "x", "measure": "part_spread"}]}, "has no bound"),
         ({"rule": "most"}, "study.rule='most' is unknown"),
+        (
+            {"criteria": [{"name": "x", "measure": "part_spread", "at_most": 1, "on": ["sft"]}]},
+            "not variants",
+        ),
+        (
+            {"criteria": [{"name": "x", "measure": "part_spread", "at_most": 1, "across": "most"}]},
+            "use any or all",
+        ),
         ({"batch": False}, "reads the batch: set study.batch to true"),
         ({"decodings": []}, "reads evaluations: list study.decodings"),
         ({"budget": 3}, "unknown key(s) ['budget']"),
@@ -80,25 +88,41 @@ def record(best: float, parts: list[float], share: float, cosine: float) -> dict
     }
 
 
-def test_the_verdict_is_go_when_one_variant_passes_every_criterion_under_rule_any(tmp_path: Path) -> None:
-    spec = load_gonogo(write(tmp_path, GOOD))
+def test_each_criterion_holds_on_any_of_its_variants_and_every_criterion_makes_go(tmp_path: Path) -> None:
+    untrained = [{**item, "on": ["base"]} for item in GOOD["criteria"][:2]]
+    spec = load_gonogo(write(tmp_path, {**GOOD, "criteria": [*untrained, *GOOD["criteria"][2:]]}))
+    records = {
+        "base": record(0.3, [0.35, 0.3, 0.25, 0.3], 0.25, 0.96),  # in range, parts equal; little signal
+        "grpo-400": record(0.8, [0.5, 0.9, 0.8, 0.8], 0.6, 0.8),  # trained: signal, out of range (not asked)
+    }
+    found = verdict(spec, records)
+    assert found["go"] and [item["holds"] for item in found["criteria"]] == [True, True, True, True]
+    assert [item["name"] for item in found["variants"]["grpo-400"]["criteria"]] == ["signal", "step term"]
+    base = found["variants"]["base"]
+    assert base["measures"]["part_spread"] == pytest.approx(0.1)
+    assert [item["holds"] for item in base["criteria"]] == [True, True, False, False]
+    shown = table(found)
+    assert "**GO**" in shown and "base, signal: later_part_signal_share 0.250 >= 0.5: fails" in shown
+
+    across_all = [{**item, "across": "all"} for item in GOOD["criteria"][2:]]
+    strict = load_gonogo(write(tmp_path, {**GOOD, "criteria": [*untrained, *across_all]}))
+    assert not verdict(strict, records)["go"]
+    unmeasured = verdict(spec, {"base": records["base"], "grpo-400": None})
+    assert not unmeasured["go"] and not unmeasured["complete"]
+    assert "grpo-400 (not measured)" in table(unmeasured)
+
+
+def test_rule_variant_says_go_when_one_variant_passes_every_criterion(tmp_path: Path) -> None:
+    spec = load_gonogo(write(tmp_path, {**GOOD, "rule": "variant"}))
     records = {
         "base": record(0.3, [0.5, 0.2, 0.2], 0.25, 0.96),  # parts unequal, little signal: fails three
         "grpo-400": record(0.5, [0.5, 0.45, 0.55], 0.6, 0.8),
     }
     found = verdict(spec, records)
     assert found["go"] and found["passing"] == ["grpo-400"]
-    base = found["variants"]["base"]
-    assert base["measures"]["part_spread"] == pytest.approx(0.3)
-    assert [item["holds"] for item in base["criteria"]] == [True, False, False, False]
-    shown = table(found)
-    assert "**GO**" in shown and "base, signal: later_part_signal_share 0.250 >= 0.5: fails" in shown
-
-    all_rule = load_gonogo(write(tmp_path, {**GOOD, "rule": "all"}))
-    assert not verdict(all_rule, records)["go"]
-    unmeasured = verdict(spec, {"base": records["base"], "grpo-400": None})
-    assert not unmeasured["go"] and not unmeasured["complete"]
-    assert "grpo-400 (not measured)" in table(unmeasured)
+    assert "passing: grpo-400" in table(found)
+    records["grpo-400"] = record(0.5, [0.5, 0.45, 0.55], 0.4, 0.8)  # its signal share now fails
+    assert not verdict(spec, records)["go"]
 
 
 def test_a_bound_below_is_strict_and_a_nan_value_passes_nothing(tmp_path: Path) -> None:
@@ -160,3 +184,14 @@ def test_compare_advantages_reads_collinear_and_flipped_vectors() -> None:
     )
     flipped = compare_advantages(np.array([1.0, -1.0]), np.array([-1.0, 1.0]))
     assert flipped["cosine"] == pytest.approx(-1.0) and flipped["sign_differs"] == 1.0
+
+
+def test_a_gonogo_is_settled_once_a_criterion_can_no_longer_hold(tmp_path: Path) -> None:
+    untrained = [{**item, "on": ["base"]} for item in GOOD["criteria"][:2]]
+    spec = load_gonogo(write(tmp_path, {**GOOD, "criteria": [*untrained, *GOOD["criteria"][2:]]}))
+    too_easy = record(0.95, [0.9, 1.0, 1.0, 0.9], 0.25, 0.96)  # out of range: only the base could say so
+    assert settled(spec, {"base": too_easy, "grpo-400": None}) == ["range"]
+    in_range = record(0.3, [0.35, 0.3, 0.25, 0.3], 0.25, 0.96)  # its signal fails, the checkpoint may not
+    assert settled(spec, {"base": in_range, "grpo-400": None}) == []
+    variant_rule = load_gonogo(write(tmp_path, {**GOOD, "rule": "variant"}))
+    assert settled(variant_rule, {"base": too_easy, "grpo-400": None}) == []
