@@ -4,7 +4,7 @@ A go/no-go study file (`studies/<name>/study.yaml` with `kind: gonogo`) names th
 measure (the base model under some overrides, or a model trained partway: `train_env_steps` env steps of
 the variant's run config, then its final weights), the held-out evaluations (`decodings`, `eval_tasks`),
 whether to play one base batch at the training temperature (`batch`), and the criteria, each a named
-measure with a bound, checked on the variants it names (`on`, default all). Two rules say **go**:
+measure with a bound, checked on the variants it names (`scope`, default all). Two rules say **go**:
 - `rule: criteria` (the default): every criterion holds, a criterion holding when it holds on `any` (or
   `all`, its `across`) of its variants: e.g. "the untrained model's success in range" on the base alone, and
   "later parts carry signal" on the base or on a checkpoint partway through training;
@@ -62,15 +62,15 @@ class Variant:
 @dataclass(frozen=True)
 class Criterion:
     """A named measure and its bound: `at_least` (>=), `at_most` (<=) or `below` (<), one or two of them,
-    checked on the variants `on` (empty: every variant); it holds when it holds on `across` of them ("any"
-    or "all")."""
+    checked on the variants in `scope` (empty: every variant); it holds when it holds on `across` of them
+    ("any" or "all"). (Not `on`: YAML 1.1 reads that key as true.)"""
 
     name: str
     measure: str
     at_least: float | None = None
     at_most: float | None = None
     below: float | None = None
-    on: tuple[str, ...] = ()
+    scope: tuple[str, ...] = ()
     across: str = "any"
 
 
@@ -138,7 +138,7 @@ def check_gonogo(spec: GoNoGoSpec) -> None:
             raise ConfigError(f"criterion {criterion.name!r} has no bound: give at_least, at_most or below")
         if any(bound is not None and not isinstance(bound, int | float) for bound in bounds):
             raise ConfigError(f"criterion {criterion.name!r}: bounds must be numbers")
-        unknown = [name for name in criterion.on if name not in names]
+        unknown = [name for name in criterion.scope if name not in names]
         if unknown:
             raise ConfigError(
                 f"criterion {criterion.name!r} is on {unknown}, not variants of this study ({names})"
@@ -220,7 +220,7 @@ def bound_text(criterion: Criterion) -> str:
 
 
 def applies(criterion: Criterion, variant: str) -> bool:
-    return not criterion.on or variant in criterion.on
+    return not criterion.scope or variant in criterion.scope
 
 
 def verdict(spec: GoNoGoSpec, records: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
@@ -257,8 +257,8 @@ def verdict(spec: GoNoGoSpec, records: Mapping[str, Mapping[str, Any] | None]) -
             if item["name"] == criterion.name and applies(criterion, name)
         ]
         met = any(found) if criterion.across == "any" else bool(found) and all(found)
-        scope = ", ".join(criterion.on) if criterion.on else "every variant"
-        criteria.append({"name": criterion.name, "across": criterion.across, "on": scope, "holds": met})
+        scope = ", ".join(criterion.scope) if criterion.scope else "every variant"
+        criteria.append({"name": criterion.name, "across": criterion.across, "scope": scope, "holds": met})
     passing = [name for name, found in variants.items() if found["passes"]]
     complete = all(found["done"] for found in variants.values())
     if spec.rule == "variant":

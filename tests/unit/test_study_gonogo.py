@@ -49,7 +49,7 @@ def write(tmp_path: Path, data: dict[str, Any]) -> Path:
         ({"criteria": [{"name": "x", "measure": "part_spread"}]}, "has no bound"),
         ({"rule": "most"}, "study.rule='most' is unknown"),
         (
-            {"criteria": [{"name": "x", "measure": "part_spread", "at_most": 1, "on": ["sft"]}]},
+            {"criteria": [{"name": "x", "measure": "part_spread", "at_most": 1, "scope": ["sft"]}]},
             "not variants",
         ),
         (
@@ -89,7 +89,7 @@ def record(best: float, parts: list[float], share: float, cosine: float) -> dict
 
 
 def test_each_criterion_holds_on_any_of_its_variants_and_every_criterion_makes_go(tmp_path: Path) -> None:
-    untrained = [{**item, "on": ["base"]} for item in GOOD["criteria"][:2]]
+    untrained = [{**item, "scope": ["base"]} for item in GOOD["criteria"][:2]]
     spec = load_gonogo(write(tmp_path, {**GOOD, "criteria": [*untrained, *GOOD["criteria"][2:]]}))
     records = {
         "base": record(0.3, [0.35, 0.3, 0.25, 0.3], 0.25, 0.96),  # in range, parts equal; little signal
@@ -187,7 +187,7 @@ def test_compare_advantages_reads_collinear_and_flipped_vectors() -> None:
 
 
 def test_a_gonogo_is_settled_once_a_criterion_can_no_longer_hold(tmp_path: Path) -> None:
-    untrained = [{**item, "on": ["base"]} for item in GOOD["criteria"][:2]]
+    untrained = [{**item, "scope": ["base"]} for item in GOOD["criteria"][:2]]
     spec = load_gonogo(write(tmp_path, {**GOOD, "criteria": [*untrained, *GOOD["criteria"][2:]]}))
     too_easy = record(0.95, [0.9, 1.0, 1.0, 0.9], 0.25, 0.96)  # out of range: only the base could say so
     assert settled(spec, {"base": too_easy, "grpo-400": None}) == ["range"]

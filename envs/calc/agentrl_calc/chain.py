@@ -7,10 +7,16 @@ make_problem`, of the chosen levels: by default level 3 only) written in one of 
     words:    "What is 673 times 56 minus 342 times 37?"         (the operators spelled out)
     reversed: "Subtract 342 * 37 from 673 * 56. What is left?"   (the operands in the other order; levels 2
               and 3 only: a level-1 part drawn as reversed is written, and recorded, as words)
+    taken:    "Take 342 * 37 away from 673 * 56. What remains?" (the reversed order in other words: the
+              out-of-distribution wording of a study trained on `reversed`; level-1 parts as words too)
+    story:    "A depot had 673 * 56 boxes in 9 rooms and shipped 342 * 37 of them. How many boxes are
+              left?" (the order reversed in a sentence, with a number that does not enter the answer: the
+              rooms, a function of the expression; level-1 parts as words too)
 The plain form is what SmolLM2-135M copies into `print()` almost always (47 of 48 held-out calc tasks at
 temperature 0.3, issue 41); the other two need the question rewritten before it runs. Chain i of a seed
 comes from `numpy.random.default_rng((seed, i))`; its split is a stable hash of its questions, so train and
-heldout are disjoint by construction.
+heldout are disjoint by construction. `--heldout-seed` draws the held-out chains from a seed of their own
+(a fresh held-out set whose generator seed made no training chain).
 
 What this is not: the env (`agentrl_calc.env`, which plays a chain part by part) or a task sampler.
 
@@ -30,7 +36,8 @@ import numpy as np
 from agentrl_calc.tasks import HELDOUT_PERCENT, SPLITS, make_problem, write_suite
 
 GENERATOR_VERSION = 1
-FORMS = ("plain", "words", "reversed")
+FORMS = ("plain", "words", "reversed", "taken", "story")
+ORDERED = ("reversed", "taken", "story")  # the forms that name the operands in the other order
 DEFAULT_PARTS = 3
 DEFAULT_FORMS = ("words", "reversed")
 DEFAULT_LEVELS = (3,)  # a * b - c * d: the level whose reversed form changes the sign of a careless answer
@@ -48,6 +55,24 @@ def phrase(expression: str, form: str) -> str:
     if form == "reversed" and " + " in expression:
         left, right = expression.split(" + ")
         return f"Add {left} to {right}. What is the sum?"
+    if form == "taken" and " - " in expression:
+        left, right = expression.split(" - ")
+        return f"Take {right} away from {left}. What remains?"
+    if form == "taken" and " + " in expression:
+        left, right = expression.split(" + ")
+        return f"To {right}, add {left}. What is the total?"
+    if form == "story" and (" - " in expression or " + " in expression):
+        rooms = 3 + sum(int(char) for char in expression if char.isdigit()) % 7  # enters no answer
+        if " - " in expression:
+            left, right = expression.split(" - ")
+            return (
+                f"A depot had {left} boxes in {rooms} rooms and shipped {right} of them. "
+                "How many boxes are left?"
+            )
+        left, right = expression.split(" + ")
+        return (
+            f"A depot had {right} boxes in {rooms} rooms and got {left} more. How many boxes are there now?"
+        )
     if form == "plain":
         return f"What is {expression}?"
     words = " ".join(_WORDS.get(token, token) for token in expression.split())
@@ -65,7 +90,7 @@ def make_chain(
         while level not in levels:  # rejection keeps each problem a function of the chain's rng alone
             level, expression, value = make_problem(rng)
         form = str(forms[int(rng.integers(len(forms)))])
-        form = "words" if form == "reversed" and level == 1 else form  # "a * b" has no other order
+        form = "words" if form in ORDERED and level == 1 else form  # "a * b" has no other order
         questions.append(phrase(expression, form))
         answers.append(str(value))
         expressions.append(expression)
@@ -116,8 +141,11 @@ def write_chain_files(
     forms: Sequence[str],
     seed: int,
     levels: Sequence[int] = DEFAULT_LEVELS,
+    heldout_seed: int | None = None,
 ) -> dict[str, Any]:
-    """Write train.jsonl, heldout.jsonl and manifest.json under `out`; returns the manifest."""
+    """Write train.jsonl, heldout.jsonl and manifest.json under `out`; returns the manifest. The held-out
+    chains come from `heldout_seed` when given (else from `seed`, as the train chains)."""
+    seeds = {"train": seed, "heldout": seed if heldout_seed is None else heldout_seed}
     header = {
         "suite": out.name,
         "env_id": "agentrl/Calc-v0",
@@ -128,10 +156,11 @@ def write_chain_files(
         "forms": list(forms),
         "levels": list(levels),
         "seed": seed,
+        **({"heldout_seed": heldout_seed} if heldout_seed is not None else {}),
     }
     counts = {"train": train_count, "heldout": heldout_count}
     return write_suite(
-        out, counts, lambda split, n: generate_chains(split, n, parts, forms, seed, levels), header
+        out, counts, lambda split, n: generate_chains(split, n, parts, forms, seeds[split], levels), header
     )
 
 
@@ -144,11 +173,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--forms", default=",".join(DEFAULT_FORMS), help=f"comma-separated, of {FORMS}")
     parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="comma-separated, 1-3")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--heldout-seed", type=int, default=None, help="the held-out chains' own seed")
     args = parser.parse_args(argv)
     forms = tuple(form.strip() for form in args.forms.split(",") if form.strip())
     levels = tuple(int(level) for level in args.levels.split(",") if level.strip())
     manifest = write_chain_files(
-        args.out, args.train_count, args.heldout_count, args.parts, forms, args.seed, levels
+        args.out,
+        args.train_count,
+        args.heldout_count,
+        args.parts,
+        forms,
+        args.seed,
+        levels,
+        args.heldout_seed,
     )
     print(f"wrote {manifest['counts']} chains of {args.parts} parts to {args.out}")
 

@@ -192,19 +192,43 @@ EXAMPLE_PARTS = (  # (question, the code's expression, its value)
 )
 
 
-def few_shot_examples(parts: int = 1) -> tuple[dict[str, Any], ...]:
+FORM_EXAMPLES = (  # level-3 expressions with four-digit first operands (no split holds them), by value
+    ("2306 * 78 - 419 * 13", 2306 * 78 - 419 * 13),
+    ("5172 * 64 - 388 * 21", 5172 * 64 - 388 * 21),
+    ("3094 * 52 - 617 * 45", 3094 * 52 - 617 * 45),
+    ("4407 * 29 - 512 * 36", 4407 * 29 - 512 * 36),
+)
+
+
+def example_parts_of(parts: int, form: str = "") -> list[tuple[str, str, int]]:
+    """(question, expression, value) of each example part: cycling through `EXAMPLE_PARTS` (the chain suite's
+    forms among them), or, with `form` ("reversed", or several: "words,reversed"), the parts written in those
+    forms in turn (`agentrl_calc.chain.phrase`)."""
+    if not form:
+        return [EXAMPLE_PARTS[part % len(EXAMPLE_PARTS)] for part in range(parts)]
+    from agentrl_calc.chain import phrase
+
+    forms = [name.strip() for name in form.split(",")]
+    chosen = [FORM_EXAMPLES[part % len(FORM_EXAMPLES)] for part in range(parts)]
+    return [
+        (phrase(expression, forms[part % len(forms)]), expression, value)
+        for part, (expression, value) in enumerate(chosen)
+    ]
+
+
+def few_shot_examples(parts: int = 1, form: str = "") -> tuple[dict[str, Any], ...]:
     """Solved episodes. Their first operands have four digits, so no question is in any split.
 
-    One part: two episodes, not one, and ending on the assistant's submit: after a single example a small
-    model copies the last assistant action it saw and submits at once. K parts: one K-part episode (its
-    parts cycle through `EXAMPLE_PARTS`, the chain suite's forms among them), which repeats the python-then-
-    submit exchange K times and shows the next part's question after each submit, worded as the env words it.
+    One part (and no `form`): two episodes, not one, and ending on the assistant's submit: after a single
+    example a small model copies the last assistant action it saw and submits at once. K parts: one K-part
+    episode, which repeats the python-then-submit exchange K times and shows the next part's question after
+    each submit, worded as the env words it; its parts cycle through `EXAMPLE_PARTS`, or are all in `form`
+    (a task of one wording with a matching example: `CalcEnv(example_form=...)`).
     """
-    if parts == 1:
+    if parts == 1 and not form:
         return tuple(message for example in EXAMPLE_PARTS[:2] for message in _example_exchange(*example))
     messages: list[dict[str, Any]] = []
-    for part in range(parts):
-        question, expression, value = EXAMPLE_PARTS[part % len(EXAMPLE_PARTS)]
+    for part, (question, expression, value) in enumerate(example_parts_of(parts, form)):
         exchange = list(_example_exchange(question, expression, value))
         role = "user" if part == 0 else "tool"  # later questions answer the submit call, as the env's do
         exchange[0] = {"role": role, "content": part_observation(question, part, parts)}
@@ -246,21 +270,35 @@ class CalcEnv(Env):
         pool_size: int = 8,
         parts: int = 1,
         end_part_on_repeat: bool = False,
+        example_form: str = "",
+        example_parts: int = 0,
     ) -> None:
         """max_steps: the turn budget of each part. pool_size: warm sandboxes kept in the process-wide pool
         (0: a fresh container per episode). parts: questions per episode (a calc-chain task has this many).
         end_part_on_repeat: a call repeating the part's last call ends the part unanswered (module
-        docstring)."""
+        docstring). example_form: the few-shot parts' wording ("plain", "words", "reversed", "taken", or
+        several comma-separated, taken in turn; "" cycles through `EXAMPLE_PARTS`). example_parts: parts of
+        the few-shot episode (0: as many as `parts`)."""
         super().__init__()
         if parts < 1 or max_steps < 1:
             raise EnvError(f"parts and max_steps must be >= 1, got parts={parts} max_steps={max_steps}")
+        from agentrl_calc.chain import FORMS
+
+        unknown = [name for name in example_form.split(",") if example_form and name.strip() not in FORMS]
+        if unknown:
+            raise EnvError(
+                f"example_form must be one of {', '.join(FORMS)}, several comma-separated, or empty; got "
+                f"{example_form!r}"
+            )
+        if example_parts < 0:
+            raise EnvError(f"example_parts must be >= 0 (0: as many as parts), got {example_parts}")
         self.sandbox_config = sandbox or SandboxConfig()
         self.sandbox_labels = {"agentrl.env": ENV_ID, **(sandbox_labels or {})}
         self.max_steps = max_steps
         self.pool_size = pool_size
         self.parts = parts
         self.end_part_on_repeat = end_part_on_repeat
-        self.examples = few_shot_examples(parts)
+        self.examples = few_shot_examples(example_parts or parts, example_form)
         self._sandbox: DockerSandbox | None = None
         self._task: dict[str, Any] | None = None
         self._questions: list[str] = []

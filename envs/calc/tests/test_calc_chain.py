@@ -193,3 +193,71 @@ def test_the_committed_suite_is_what_the_generator_writes() -> None:
 
 def test_the_first_state_of_each_part_matches_the_examples_wording() -> None:
     assert part_observation("What is 1 * 2?", 1, 3).startswith("Part 2 of 3: What is 1 * 2? Use the python")
+
+
+R4_OOD = SUITE.parent / "calc-chain-r4-ood"
+
+
+def chains_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize(("suite", "form"), [("calc-chain-r4", "reversed"), ("calc-chain-s4", "story")])
+def test_a_study_suite_is_one_wording_with_a_fresh_heldout_seed_and_no_heldout_part_in_training(
+    suite: str, form: str
+) -> None:
+    """The 4-part suites of issue 53: one wording; held-out chains from a seed that made no training chain,
+    and the out-of-distribution set in a wording training never shows; no held-out or out-of-distribution
+    question or expression appears in training."""
+    path = SUITE.parent / suite
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert (manifest["parts"], manifest["forms"], manifest["levels"]) == (4, [form], [3])
+    assert manifest["heldout_seed"] != manifest["seed"]
+    train, heldout = chains_of(path / "train.jsonl"), chains_of(path / "heldout.jsonl")
+    ood = chains_of(R4_OOD / "heldout.jsonl")
+    assert len(heldout) >= 64 and len(ood) >= 64
+    seen_questions = {q for chain in train for q in chain["questions"]}
+    seen_expressions = {e for chain in train for e in chain["expressions"]}
+    for chain in heldout + ood:
+        assert not set(chain["questions"]) & seen_questions
+        assert not set(chain["expressions"]) & seen_expressions
+    assert all(found == form for chain in train + heldout for found in chain["forms"])
+    assert all(found == "taken" for chain in ood for found in chain["forms"])
+    for folder in (path, R4_OOD):
+        written = json.loads((folder / "manifest.json").read_text())
+        for split, digest in written["sha256"].items():
+            assert hashlib.sha256((folder / split).read_bytes()).hexdigest() == digest
+    regenerated = generate_chains("heldout", 64, 4, (form,), manifest["heldout_seed"], (3,))
+    assert heldout[:64] == regenerated
+
+
+def test_the_taken_and_story_wordings_keep_the_value_and_the_operands_order() -> None:
+    assert phrase("3 * 4 - 5 * 6", "taken") == "Take 5 * 6 away from 3 * 4. What remains?"
+    assert phrase("3 * 4 + 5", "taken") == "To 5, add 3 * 4. What is the total?"
+    story = phrase("3 * 4 - 5 * 6", "story")
+    assert (
+        story == "A depot had 3 * 4 boxes in 7 rooms and shipped 5 * 6 of them. How many boxes are left?"
+    )  # 3 + 18 % 7
+    assert phrase("3 * 4 + 5", "story").startswith("A depot had 5 boxes in ")
+
+
+@pytest.mark.parametrize(
+    ("form", "first", "second"),
+    [
+        ("reversed", "Subtract 419 * 13 from 2306 * 78.", "Subtract 388 * 21 from 5172 * 64."),
+        ("words,reversed", "What is 2306 times 78 minus", "Subtract 388 * 21 from 5172 * 64."),
+    ],
+)
+def test_the_example_parts_are_in_the_wordings_asked_for(form: str, first: str, second: str) -> None:
+    env = CalcEnv(parts=4, example_form=form, example_parts=2)
+    questions = [
+        m["content"] for m in env.examples if m["role"] in ("user", "tool") and "Part" in m["content"]
+    ]
+    calls = [m["tool_calls"][0] for m in env.examples if m["role"] == "assistant"]
+    assert len(questions) == 2 and len(calls) == 4  # two solved parts: python, then submit, each
+    assert first in questions[0] and questions[0].startswith("Part 1 of 2")
+    assert second in questions[1] and questions[1].startswith("Part 2 of 2")
+    for python, submit in zip(calls[::2], calls[1::2], strict=True):
+        assert str(eval(python["arguments"]["code"][6:-1])) == submit["arguments"]["answer"]
+    with pytest.raises(EnvError, match="example_form must be one of"):
+        CalcEnv(parts=4, example_form="shouted")
