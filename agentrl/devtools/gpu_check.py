@@ -197,8 +197,31 @@ def throughput_line(name: str, check: dict[str, Any]) -> str | None:
     )
 
 
+def harness_block() -> dict[str, Any]:
+    """The `harness` block every file under bench/results carries (bench/harness.py's schema): this report
+    is committed there as `bench/results/gpu_check.json`."""
+    from agentrl.cpu import speed_flags
+    from agentrl.evidence import commit_of
+
+    return {
+        "bench": "make-test-gpu",
+        "schema": 1,
+        "command": "make test-gpu (python -m agentrl.devtools.gpu_check)",
+        "commit": commit_of(Path.cwd()),
+        "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "baseline": "the device's own measured matmul peak (MFU), each check's reference where it has one",
+        "machine": {
+            "cores": os.cpu_count(),
+            "cpu_flags": speed_flags(),
+            "load_before": None,
+            "load_after": None,
+        },
+    }
+
+
 def skip_report(reason: str) -> dict[str, Any]:
     return {
+        "harness": harness_block(),
         "skipped": True,
         "passed": None,
         "reason": reason,
@@ -232,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(only) - set(CHECKS))
     if unknown:
         parser.error(f"unknown check(s) {unknown}; the checks are {', '.join(CHECKS)}")
-    report = run_all(args.device, args.small, args.out_dir, only)
+    report = {"harness": harness_block(), **run_all(args.device, args.small, args.out_dir, only)}
     report_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
     for line in throughput_lines(report):
         print(line)
