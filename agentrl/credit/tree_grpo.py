@@ -14,10 +14,16 @@ uid plus the same over the tree's uid; std unbiased, eps 1e-6):
 (That code gives a tree of ONE trajectory A_intra = R(H_i), mean 0 and std 1; here it gets 0, so that a flat
 group is exactly GRPO.)
 
-This code (as issue 42 asks) makes the intra-tree comparison at each branching node instead of over the
-whole tree. With one decision node per step (copies merged, `StepBatch.origin`), V(n) = the mean return of
-the trajectories through node n, and a node's siblings are the distinct nodes that follow the same node (the
-tree's start, for t = 0). For step (i, t):
+`intra` chooses the intra-tree term:
+- "tree" (the default, the paper's): A_intra as above, GRPO over the trajectories of H_i's tree, added to
+  A_inter per trajectory; a step shared by several trajectories (a copied prefix, one decision node) gets
+  the mean of their sums (`tree.merge_shared`), as for the group term.
+- "siblings" (issue 42's first version): the comparison is made at each branching node instead of over the
+  whole tree, below.
+
+With `intra="siblings"` the intra-tree comparison is at each branching node. With one decision node per step
+(copies merged, `StepBatch.origin`), V(n) = the mean return of the trajectories through node n, and a node's
+siblings are the distinct nodes that follow the same node (the tree's start, for t = 0). For step (i, t):
 
     A(i,t) = mean over the trajectories through node(i,t) of A_inter          (`tree.merge_shared`)
              + intra_weight * A_intra(node(i,t))
@@ -56,19 +62,24 @@ from agentrl.credit.common import (
 from agentrl.credit.tree import merge_shared, tree_of
 from agentrl.types import StepBatch
 
+INTRA = ("tree", "siblings")
+
 
 @dataclass(frozen=True)
 class TreeGRPOConfig:
     """Options of Tree-GRPO.
 
     mode:            the group (inter-tree) term: "mean_std_norm" (GRPO, default) or "mean_norm".
-    intra_mode:      the sibling (intra-tree) term, normalised within each set of siblings (unbiased std).
-    intra_weight:    the weight of the sibling term (0 gives GRPO with the same `mode`).
+    intra:           the intra-tree term: "tree" (the paper's: GRPO over the trajectories of the tree) or
+                     "siblings" (each node against its siblings at its branching node; module docstring).
+    intra_mode:      the intra-tree term's normalisation (unbiased std).
+    intra_weight:    the weight of the intra-tree term (0 gives GRPO with the same `mode`).
     episode_stats:   "trajectory" or "steps" for the group term (see `common.episode_advantages`).
     invalid_penalty: subtracted from the reward of every unparsable step, before returns.
     """
 
     mode: Literal["mean_norm", "mean_std_norm"] = "mean_std_norm"
+    intra: Literal["tree", "siblings"] = "tree"
     intra_mode: Literal["mean_norm", "mean_std_norm"] = "mean_std_norm"
     intra_weight: float = 1.0
     episode_stats: Literal["trajectory", "steps"] = "trajectory"
@@ -76,19 +87,22 @@ class TreeGRPOConfig:
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, NORM_MODES)
+        check_choice("intra", self.intra, INTRA)
         check_choice("intra_mode", self.intra_mode, NORM_MODES)
         check_choice("episode_stats", self.episode_stats, EPISODE_STATS)
 
 
 def tree_grpo(batch: StepBatch, config: TreeGRPOConfig) -> np.ndarray:
-    """[S] float: the merged group term plus `intra_weight` times the sibling term (module docstring)."""
+    """[S] float: the merged group term plus `intra_weight` times the intra-tree term (module docstring)."""
     rewards = apply_invalid_penalty(batch.rewards, batch.valid, config.invalid_penalty)
     inter = merge_shared(episode_advantages(batch, rewards, config.mode, config.episode_stats), batch)
     if not batch.is_tree or config.intra_weight == 0.0:
         return inter
-    return inter + config.intra_weight * sibling_term(
-        batch, episode_returns(batch, rewards), config.intra_mode
-    )
+    returns = episode_returns(batch, rewards)
+    if config.intra == "tree":
+        within = group_normalise(returns, tree_of(batch), config.intra_mode)  # [E]: GRPO inside each tree
+        return inter + config.intra_weight * merge_shared(within[batch.episode], batch)
+    return inter + config.intra_weight * sibling_term(batch, returns, config.intra_mode)
 
 
 def sibling_term(

@@ -107,19 +107,37 @@ def test_salt_merges_the_shared_prefix_exactly(keys: str) -> None:
     assert advantages[4] == pytest.approx([LOSE, LOSE])
 
 
+def test_tree_grpo_as_the_paper_adds_grpo_within_each_tree_to_grpo_across_trees() -> None:
+    """intra="tree" (the default; AMAP-ML/Tree-GRPO's adv_estimator "tree"). Group term as below. Tree term:
+    GRPO over the returns of each tree's trajectories: t0..t3 (0 1 1 0) -> mean 0.5, unbiased std
+    sqrt(1/3) -> -k +k +k -k with k = 0.5 / (sqrt(1/3) + 1e-6); t4 is a tree of one -> 0. A shared node gets
+    the mean over its trajectories: (A,a) over t0..t3 -> 0, (B,y) over t2, t3 -> 0."""
+    k = 0.5 / (math.sqrt(1 / 3) + 1e-6)
+    advantages = estimate_records("tree_grpo", TREE)
+    assert advantages[0] == pytest.approx([SHARED_A, LOSE - k, LOSE - k])
+    assert advantages[1] == pytest.approx([SHARED_A, WIN + k])
+    assert advantages[2] == pytest.approx([SHARED_A, SHARED_Y, WIN + k])
+    assert advantages[3] == pytest.approx([SHARED_A, SHARED_Y, LOSE - k])
+    assert advantages[4] == pytest.approx([LOSE, LOSE])
+    assert estimate_records("tree_grpo", TREE, intra="tree") == advantages
+    with pytest.raises(ConfigError, match="intra"):
+        estimate_records("tree_grpo", TREE, intra="leaves")
+
+
 def test_tree_grpo_compares_each_branch_with_its_siblings() -> None:
-    """Group term: GRPO, merged per node. Sibling term (mean_std_norm, unbiased): at B the values
-    V(B,b) = 0, V(B,x) = 1, V(B,y) = mean(1, 0) = 0.5 -> mean 0.5, std 0.5 -> -1, +1, 0; at E 1 and 0 ->
-    +-0.5 / 0.707107. (C,c) follows (B,b) alone and inherits its -1. (A,a), t4: no branching node -> 0."""
+    """intra="siblings". Group term: GRPO, merged per node. Sibling term (mean_std_norm, unbiased): at B
+    the values V(B,b) = 0, V(B,x) = 1, V(B,y) = mean(1, 0) = 0.5 -> mean 0.5, std 0.5 -> -1, +1, 0; at E 1
+    and 0 -> +-0.5 / 0.707107. (C,c) follows (B,b) alone and inherits its -1. (A,a), t4: no branching node
+    -> 0."""
     one = 0.5 / (0.5 + 1e-6)
     half = 0.5 / (math.sqrt(0.5) + 1e-6)
-    advantages = estimate_records("tree_grpo", TREE)
+    advantages = estimate_records("tree_grpo", TREE, intra="siblings")
     assert advantages[0] == pytest.approx([SHARED_A, LOSE - one, LOSE - one])
     assert advantages[1] == pytest.approx([SHARED_A, WIN + one])
     assert advantages[2] == pytest.approx([SHARED_A, SHARED_Y, WIN + half])
     assert advantages[3] == pytest.approx([SHARED_A, SHARED_Y, LOSE - half])
     assert advantages[4] == pytest.approx([LOSE, LOSE])
-    no_intra = estimate_records("tree_grpo", TREE, intra_weight=0.0)
+    no_intra = estimate_records("tree_grpo", TREE, intra="siblings", intra_weight=0.0)
     assert no_intra[0] == pytest.approx([SHARED_A, LOSE, LOSE])
 
 
