@@ -42,16 +42,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from agentrl.config import RunConfig, load_config
 from agentrl.cpu import cpu_flags
-from agentrl.credit import episodes_to_batch, estimate, make_config
 from agentrl.memory import choose_allocator
+from agentrl.study.signal import (  # noqa: F401  (the measures, re-exported for its tests and callers)
+    advantage_comparison,
+    compare_advantages,
+    part_outcomes,
+    part_start_signal,
+    per_task,
+    returns_to_go_at_part_starts,
+    success_summary,
+)
 from agentrl.tasks import load_tasks
 from agentrl.trainer.run import EVAL_SEED, open_run, play_heldout, play_tasks
-from agentrl.types import Episode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from credit_study import code_version  # noqa: E402
@@ -59,136 +65,6 @@ from credit_study import code_version  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "studies" / "calc-chain-gonogo" / "results" / "calc_chain_gonogo.json"
 FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-
-
-def part_outcomes(episode: Episode, parts: int) -> list[bool]:
-    """Per part: whether its submit was right (a part never submitted, or never reached, is wrong)."""
-    right = [False] * parts
-    for turn in episode.turns:
-        if turn.info.get("part_correct") is True:
-            right[int(turn.info["part"])] = True
-    return right
-
-
-def per_task(
-    episodes: Sequence[Episode], tasks: Sequence[Mapping[str, Any]], parts: int
-) -> list[dict[str, Any]]:
-    """One record per task: its id, forms, per-part outcomes, turns and invalid turns."""
-    by_id = {episode.task_id: episode for episode in episodes}
-    rows = []
-    for task in tasks:
-        episode = by_id[task["id"]]
-        rows.append(
-            {
-                "task_id": task["id"],
-                "forms": task.get("forms"),
-                "parts_correct": part_outcomes(episode, parts),
-                "turns": len(episode.turns),
-                "invalid_turns": sum(turn.invalid for turn in episode.turns),
-                "infra_failure": episode.is_infra_failure,
-            }
-        )
-    return rows
-
-
-def success_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per-part success overall, by part index and by form; all-parts success; invalid-turn rate."""
-    usable = [row for row in rows if not row["infra_failure"]]
-    outcomes = np.array([row["parts_correct"] for row in usable], dtype=float)
-    by_form: dict[str, list[float]] = {}
-    for row in usable:
-        for form, right in zip(row["forms"] or [], row["parts_correct"], strict=False):
-            by_form.setdefault(form, []).append(float(right))
-    return {
-        "tasks": len(usable),
-        "infra_failures": len(rows) - len(usable),
-        "per_part_success": float(outcomes.mean()) if outcomes.size else 0.0,
-        "parts_right": int(outcomes.sum()),
-        "parts_played": int(outcomes.size),
-        "by_part_index": [float(value) for value in outcomes.mean(axis=0)] if outcomes.size else [],
-        "by_form": {form: {"success": float(np.mean(v)), "n": len(v)} for form, v in sorted(by_form.items())},
-        "all_parts_success": float(outcomes.all(axis=1).mean()) if outcomes.size else 0.0,
-        "invalid_turn_rate": sum(row["invalid_turns"] for row in usable)
-        / max(1, sum(r["turns"] for r in usable)),
-    }
-
-
-def compare_advantages(first: np.ndarray, second: np.ndarray) -> dict[str, float]:
-    """Cosine, Pearson correlation and the share of sign disagreements of two per-turn advantage vectors."""
-    norms = float(np.linalg.norm(first) * np.linalg.norm(second))
-    either = (first != 0) | (second != 0)
-    flipped = np.sign(first[either]) != np.sign(second[either])
-    return {
-        "cosine": float(first @ second / norms) if norms else float("nan"),
-        "pearson": float(np.corrcoef(first, second)[0, 1]) if first.std() and second.std() else float("nan"),
-        "sign_differs": float(flipped.mean()) if either.any() else 0.0,
-        "turns_compared": int(either.sum()),
-    }
-
-
-def returns_to_go_at_part_starts(episode: Episode, parts: int) -> dict[int, float]:
-    """Per later part k (1 .. parts-1) the episode reached: the sum of its env rewards from part k's first
-    turn on, i.e. what GiGPO's step term compares at the state every group member shares there."""
-    starts: dict[int, int] = {}
-    for index, turn in enumerate(episode.turns):
-        starts.setdefault(int(turn.info.get("part", 0)), index)
-    return {
-        part: float(sum(turn.reward for turn in episode.turns[index:]))
-        for part, index in starts.items()
-        if 0 < part < parts
-    }
-
-
-def part_start_signal(episodes: Sequence[Episode], parts: int) -> dict[str, Any]:
-    """Of the (group, later part) anchor groups with at least two members, how many have unequal returns to
-    go, per part and overall: the groups where a step-level estimator has something per part to compare."""
-    by_anchor: dict[tuple[str, int], list[float]] = {}
-    for episode in episodes:
-        for part, value in returns_to_go_at_part_starts(episode, parts).items():
-            by_anchor.setdefault((episode.group_id, part), []).append(value)
-    usable = {key: values for key, values in by_anchor.items() if len(values) > 1}
-    per_part = {
-        str(part): {
-            "anchor_groups": sum(key[1] == part for key in usable),
-            "with_signal": sum(key[1] == part and len(set(v)) > 1 for key, v in usable.items()),
-        }
-        for part in range(1, parts)
-    }
-    with_signal = sum(len(set(values)) > 1 for values in usable.values())
-    return {
-        "anchor_groups": len(usable),
-        "with_signal": with_signal,
-        "share_with_signal": with_signal / len(usable) if usable else 0.0,
-        "by_part": per_part,
-    }
-
-
-def advantage_comparison(episodes: Sequence[Episode], parts: int = 1) -> dict[str, Any]:
-    """GRPO's and GiGPO's per-turn advantages on one batch, compared (see the module docstring)."""
-    usable = [episode for episode in episodes if not episode.is_infra_failure]
-    batch = episodes_to_batch(usable)
-    grpo = estimate("grpo", batch, make_config("grpo"))
-    gigpo = estimate("gigpo", batch, make_config("gigpo"))
-    gigpo_episode_term = estimate("gigpo", batch, make_config("gigpo", step_weight=0.0))
-    returns = [episode.reward for episode in usable]
-    groups: dict[str, list[float]] = {}
-    for episode in usable:
-        groups.setdefault(episode.group_id, []).append(episode.reward)
-    return {
-        "episodes": len(usable),
-        "turns": int(batch.num_steps),
-        "groups": len(groups),
-        "zero_variance_groups": sum(len(set(v)) == 1 for v in groups.values()) / max(1, len(groups)),
-        "mean_return": float(np.mean(returns)) if returns else 0.0,
-        "grpo_vs_gigpo": compare_advantages(grpo, gigpo),
-        "grpo_vs_gigpo_episode_term": compare_advantages(grpo, gigpo_episode_term),
-        "gigpo_episode_term_vs_gigpo": compare_advantages(gigpo_episode_term, gigpo),
-        "part_start_signal": part_start_signal(usable, parts),
-        "advantages": {
-            "grpo": [round(float(value), 4) for value in grpo],
-            "gigpo": [round(float(value), 4) for value in gigpo],
-        },
-    }
 
 
 async def measure(
