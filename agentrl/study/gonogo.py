@@ -258,7 +258,17 @@ def verdict(spec: GoNoGoSpec, records: Mapping[str, Mapping[str, Any] | None]) -
         ]
         met = any(found) if criterion.across == "any" else bool(found) and all(found)
         scope = ", ".join(criterion.scope) if criterion.scope else "every variant"
-        criteria.append({"name": criterion.name, "across": criterion.across, "scope": scope, "holds": met})
+        pending = [name for name in variants if applies(criterion, name) and not variants[name]["done"]]
+        decided = met or not pending or (criterion.across == "all" and not all(found))
+        criteria.append(
+            {
+                "name": criterion.name,
+                "across": criterion.across,
+                "scope": scope,
+                "holds": met,
+                "decided": decided,
+            }
+        )
     passing = [name for name, found in variants.items() if found["passes"]]
     complete = all(found["done"] for found in variants.values())
     if spec.rule == "variant":
@@ -318,10 +328,13 @@ def table(summary: Mapping[str, Any]) -> str:
         which = ", ".join(summary["passing"]) or "none"
         reason = f"rule: a variant passes every criterion; passing: {which}"
     else:
-        failed = [item["name"] for item in summary["criteria"] if not item["holds"]]
+        failed = [item["name"] for item in summary["criteria"] if not item["holds"] and item["decided"]]
+        undecided = [item["name"] for item in summary["criteria"] if not item["decided"]]
         reason = "rule: every criterion holds; " + (
             f"failed: {', '.join(failed)}" if failed else "none failed"
         )
+        if undecided:
+            reason += f"; not decided (variants not measured): {', '.join(undecided)}"
     lines.append(f"**{'GO' if summary['go'] else 'NO-GO'}** ({reason})")
     return "\n".join(lines)
 

@@ -2,7 +2,8 @@
 
 What this is: a pure generator. A chain task asks `parts` independent arithmetic questions, one after the
 other, in one episode (`CalcEnv(parts=K)`). Each question is one calc problem (`agentrl_calc.tasks.
-make_problem`, of the chosen levels: by default level 3 only) written in one of these forms:
+make_problem`, of the chosen levels: by default level 3 only; level 4, "a * b - c * d - e * f", is this
+module's own) written in one of these forms:
     plain:    "What is 673 * 56 - 342 * 37?"                    (the calc suite's form)
     words:    "What is 673 times 56 minus 342 times 37?"         (the operators spelled out)
     reversed: "Subtract 342 * 37 from 673 * 56. What is left?"   (the operands in the other order; levels 2
@@ -61,6 +62,13 @@ def phrase(expression: str, form: str) -> str:
     if form == "taken" and " + " in expression:
         left, right = expression.split(" + ")
         return f"To {right}, add {left}. What is the total?"
+    if form == "story" and expression.count(" - ") == 2:
+        rooms = 3 + sum(int(char) for char in expression if char.isdigit()) % 7  # enters no answer
+        first, shipped, lost = expression.split(" - ")
+        return (
+            f"A depot had {first} boxes in {rooms} rooms, shipped {shipped} of them and lost {lost}. "
+            "How many boxes are left?"
+        )
     if form == "story" and (" - " in expression or " + " in expression):
         rooms = 3 + sum(int(char) for char in expression if char.isdigit()) % 7  # enters no answer
         if " - " in expression:
@@ -79,6 +87,30 @@ def phrase(expression: str, form: str) -> str:
     return f"What is {words}?"
 
 
+LONG_LEVEL = 4
+
+
+def long_problem(rng: np.random.Generator) -> tuple[int, str, int]:
+    """A level-4 problem: two products taken from a third ("a * b - c * d - e * f")."""
+    a, c, e = (int(rng.integers(100, 1000)) for _ in range(3))
+    b, d, f = (int(rng.integers(10, 100)) for _ in range(3))
+    return LONG_LEVEL, f"{a} * {b} - {c} * {d} - {e} * {f}", a * b - c * d - e * f
+
+
+def draw_problem(rng: np.random.Generator, levels: Sequence[int]) -> tuple[int, str, int]:
+    """(level, expression, value) of one problem of `levels`: the calc suite's levels 1-3 by rejection;
+    with level 4 among `levels`, first a level drawn uniformly from them, level 4 made by `long_problem`."""
+    if LONG_LEVEL in levels:
+        chosen = int(levels[int(rng.integers(len(levels)))])
+        if chosen == LONG_LEVEL:
+            return long_problem(rng)
+        levels = (chosen,)
+    level, expression, value = make_problem(rng)
+    while level not in levels:  # rejection keeps each problem a function of the chain's rng alone
+        level, expression, value = make_problem(rng)
+    return level, expression, value
+
+
 def make_chain(
     rng: np.random.Generator, parts: int, forms: Sequence[str], levels: Sequence[int] = DEFAULT_LEVELS
 ) -> dict[str, Any]:
@@ -86,9 +118,7 @@ def make_chain(
     shows only the questions (the expressions are for the scripted policy and the analysis)."""
     questions, answers, expressions, drawn_levels, chosen = [], [], [], [], []
     for _ in range(parts):
-        level, expression, value = make_problem(rng)
-        while level not in levels:  # rejection keeps each problem a function of the chain's rng alone
-            level, expression, value = make_problem(rng)
+        level, expression, value = draw_problem(rng, levels)
         form = str(forms[int(rng.integers(len(forms)))])
         form = "words" if form in ORDERED and level == 1 else form  # "a * b" has no other order
         questions.append(phrase(expression, form))
@@ -171,7 +201,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heldout-count", type=int, default=100)
     parser.add_argument("--parts", type=int, default=DEFAULT_PARTS)
     parser.add_argument("--forms", default=",".join(DEFAULT_FORMS), help=f"comma-separated, of {FORMS}")
-    parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="comma-separated, 1-3")
+    parser.add_argument(
+        "--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="comma-separated, 1-3, or 4 alone"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--heldout-seed", type=int, default=None, help="the held-out chains' own seed")
     args = parser.parse_args(argv)

@@ -35,7 +35,7 @@ wrote reads the same in the fork.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
@@ -88,9 +88,10 @@ def question_observation(question: str) -> str:
     return f"{question} {INSTRUCTION}"
 
 
-def part_observation(question: str, part: int, parts: int) -> str:
-    """The observation that asks part `part` (0-based) of `parts`: the same words whatever came before."""
-    if parts == 1:
+def part_observation(question: str, part: int, parts: int, labels: bool = True) -> str:
+    """The observation that asks part `part` (0-based) of `parts`: the same words whatever came before;
+    without `labels` no "Part k of K:" (every part then reads alike, the question aside)."""
+    if parts == 1 or not labels:
         return question_observation(question)
     return f"Part {part + 1} of {parts}: {question_observation(question)}"
 
@@ -200,23 +201,34 @@ FORM_EXAMPLES = (  # level-3 expressions with four-digit first operands (no spli
 )
 
 
-def example_parts_of(parts: int, form: str = "") -> list[tuple[str, str, int]]:
+LONG_EXAMPLES = (  # level 4 ("a * b - c * d - e * f"), four-digit first operands like FORM_EXAMPLES
+    ("2306 * 78 - 419 * 13 - 287 * 54", 2306 * 78 - 419 * 13 - 287 * 54),
+    ("5172 * 64 - 388 * 21 - 913 * 17", 5172 * 64 - 388 * 21 - 913 * 17),
+    ("3094 * 52 - 617 * 45 - 158 * 62", 3094 * 52 - 617 * 45 - 158 * 62),
+    ("4407 * 29 - 512 * 36 - 745 * 11", 4407 * 29 - 512 * 36 - 745 * 11),
+)
+
+
+def example_parts_of(parts: int, form: str = "", levels: Sequence[int] = (3,)) -> list[tuple[str, str, int]]:
     """(question, expression, value) of each example part: cycling through `EXAMPLE_PARTS` (the chain suite's
     forms among them), or, with `form` ("reversed", or several: "words,reversed"), the parts written in those
-    forms in turn (`agentrl_calc.chain.phrase`)."""
+    forms in turn (`agentrl_calc.chain.phrase`), of `levels` in turn (3: two products, 4: three)."""
     if not form:
         return [EXAMPLE_PARTS[part % len(EXAMPLE_PARTS)] for part in range(parts)]
     from agentrl_calc.chain import phrase
 
     forms = [name.strip() for name in form.split(",")]
-    chosen = [FORM_EXAMPLES[part % len(FORM_EXAMPLES)] for part in range(parts)]
+    pools = [LONG_EXAMPLES if levels[part % len(levels)] == 4 else FORM_EXAMPLES for part in range(parts)]
+    chosen = [pool[part % len(pool)] for part, pool in enumerate(pools)]
     return [
         (phrase(expression, forms[part % len(forms)]), expression, value)
         for part, (expression, value) in enumerate(chosen)
     ]
 
 
-def few_shot_examples(parts: int = 1, form: str = "") -> tuple[dict[str, Any], ...]:
+def few_shot_examples(
+    parts: int = 1, form: str = "", levels: Sequence[int] = (3,), labels: bool = True
+) -> tuple[dict[str, Any], ...]:
     """Solved episodes. Their first operands have four digits, so no question is in any split.
 
     One part (and no `form`): two episodes, not one, and ending on the assistant's submit: after a single
@@ -228,10 +240,10 @@ def few_shot_examples(parts: int = 1, form: str = "") -> tuple[dict[str, Any], .
     if parts == 1 and not form:
         return tuple(message for example in EXAMPLE_PARTS[:2] for message in _example_exchange(*example))
     messages: list[dict[str, Any]] = []
-    for part, (question, expression, value) in enumerate(example_parts_of(parts, form)):
+    for part, (question, expression, value) in enumerate(example_parts_of(parts, form, levels)):
         exchange = list(_example_exchange(question, expression, value))
         role = "user" if part == 0 else "tool"  # later questions answer the submit call, as the env's do
-        exchange[0] = {"role": role, "content": part_observation(question, part, parts)}
+        exchange[0] = {"role": role, "content": part_observation(question, part, parts, labels)}
         messages.extend(exchange)
     return tuple(messages)
 
@@ -272,13 +284,17 @@ class CalcEnv(Env):
         end_part_on_repeat: bool = False,
         example_form: str = "",
         example_parts: int = 0,
+        example_levels: Sequence[int] = (3,),
+        part_labels: bool = True,
     ) -> None:
         """max_steps: the turn budget of each part. pool_size: warm sandboxes kept in the process-wide pool
         (0: a fresh container per episode). parts: questions per episode (a calc-chain task has this many).
         end_part_on_repeat: a call repeating the part's last call ends the part unanswered (module
         docstring). example_form: the few-shot parts' wording ("plain", "words", "reversed", "taken", or
         several comma-separated, taken in turn; "" cycles through `EXAMPLE_PARTS`). example_parts: parts of
-        the few-shot episode (0: as many as `parts`)."""
+        the few-shot episode (0: as many as `parts`). example_levels: the example parts' problem levels in
+        turn, 3 (two products) or 4 (three), when `example_form` is given. part_labels: "Part k of K:" before
+        each question (the examples' too); without them every part's window reads alike."""
         super().__init__()
         if parts < 1 or max_steps < 1:
             raise EnvError(f"parts and max_steps must be >= 1, got parts={parts} max_steps={max_steps}")
@@ -298,7 +314,13 @@ class CalcEnv(Env):
         self.pool_size = pool_size
         self.parts = parts
         self.end_part_on_repeat = end_part_on_repeat
-        self.examples = few_shot_examples(example_parts or parts, example_form)
+        example_levels = (
+            tuple(example_levels) if isinstance(example_levels, list | tuple) else (example_levels,)
+        )
+        if not example_levels or any(level not in (3, 4) for level in example_levels):
+            raise EnvError(f"example_levels must be 3s and 4s, got {example_levels}")
+        self.part_labels = part_labels
+        self.examples = few_shot_examples(example_parts or parts, example_form, example_levels, part_labels)
         self._sandbox: DockerSandbox | None = None
         self._task: dict[str, Any] | None = None
         self._questions: list[str] = []
@@ -321,7 +343,7 @@ class CalcEnv(Env):
             self._task = validate_task(task) if self.parts == 1 else validate_chain(task, self.parts)
         self._questions, self._answers = chain_of(self._task)
         self._part, self._steps, self._correct, self._last_call = 0, 0, [], None
-        observation = part_observation(self._questions[0], 0, self.parts)
+        observation = part_observation(self._questions[0], 0, self.parts, self.part_labels)
         return observation, {"state_key": self._key(observation), "task_id": self._task["id"]}
 
     def step(self, action: Action) -> StepResult:
@@ -346,7 +368,7 @@ class CalcEnv(Env):
         next_part = part_over and not episode_over
         if next_part:
             self._part, self._steps, self._last_call = part + 1, 0, None
-            observation = part_observation(self._questions[part + 1], part + 1, self.parts)
+            observation = part_observation(self._questions[part + 1], part + 1, self.parts, self.part_labels)
         info = {
             "state_key": self._key(observation),
             "task_id": task["id"],

@@ -202,16 +202,23 @@ def chains_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.parametrize(("suite", "form"), [("calc-chain-r4", "reversed"), ("calc-chain-s4", "story")])
+@pytest.mark.parametrize(
+    ("suite", "form", "levels"),
+    [
+        ("calc-chain-r4", "reversed", [3]),
+        ("calc-chain-s4", "story", [3]),
+        ("calc-chain-s4m", "story", [3, 3, 4]),
+    ],
+)
 def test_a_study_suite_is_one_wording_with_a_fresh_heldout_seed_and_no_heldout_part_in_training(
-    suite: str, form: str
+    suite: str, form: str, levels: list[int]
 ) -> None:
     """The 4-part suites of issue 53: one wording; held-out chains from a seed that made no training chain,
     and the out-of-distribution set in a wording training never shows; no held-out or out-of-distribution
     question or expression appears in training."""
     path = SUITE.parent / suite
     manifest = json.loads((path / "manifest.json").read_text())
-    assert (manifest["parts"], manifest["forms"], manifest["levels"]) == (4, [form], [3])
+    assert (manifest["parts"], manifest["forms"], manifest["levels"]) == (4, [form], levels)
     assert manifest["heldout_seed"] != manifest["seed"]
     train, heldout = chains_of(path / "train.jsonl"), chains_of(path / "heldout.jsonl")
     ood = chains_of(R4_OOD / "heldout.jsonl")
@@ -227,7 +234,7 @@ def test_a_study_suite_is_one_wording_with_a_fresh_heldout_seed_and_no_heldout_p
         written = json.loads((folder / "manifest.json").read_text())
         for split, digest in written["sha256"].items():
             assert hashlib.sha256((folder / split).read_bytes()).hexdigest() == digest
-    regenerated = generate_chains("heldout", 64, 4, (form,), manifest["heldout_seed"], (3,))
+    regenerated = generate_chains("heldout", 64, 4, (form,), manifest["heldout_seed"], tuple(levels))
     assert heldout[:64] == regenerated
 
 
@@ -261,3 +268,21 @@ def test_the_example_parts_are_in_the_wordings_asked_for(form: str, first: str, 
         assert str(eval(python["arguments"]["code"][6:-1])) == submit["arguments"]["answer"]
     with pytest.raises(EnvError, match="example_form must be one of"):
         CalcEnv(parts=4, example_form="shouted")
+
+
+def test_level_four_is_three_products_and_its_examples_show_both_sizes_without_labels() -> None:
+    chains = generate_chains("heldout", 20, 4, ("story",), 1, (3, 3, 4))
+    for chain in chains:
+        for level, expression, answer in zip(
+            chain["levels"], chain["expressions"], chain["answers"], strict=True
+        ):
+            assert expression.count(" * ") == level - 1 and str(eval(expression)) == answer
+    assert {level for chain in chains for level in chain["levels"]} == {3, 4}
+    env = CalcEnv(parts=4, example_form="story", example_parts=2, example_levels=[3, 4], part_labels=False)
+    questions = [
+        m["content"] for m in env.examples if m["role"] in ("user", "tool") and "depot" in m["content"]
+    ]
+    assert len(questions) == 2 and not any("Part" in question for question in questions)
+    assert "lost" not in questions[0] and "lost" in questions[1]
+    observation, _ = env.reset(options={"task": chains[0]})
+    assert observation.startswith("A depot had")
