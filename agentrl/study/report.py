@@ -42,10 +42,11 @@ def mean_curve(start: float, runs: Sequence[Mapping[str, Any]]) -> list[dict[str
     """Per evaluation point (the base at 0 first): the mean value over the runs with its band, and the mean
     env steps the runs had actually played there."""
     points = [{"env_steps": 0.0, "mean": start, "low": start, "high": start, "n": float(len(runs))}]
-    for index in range(min((len(run["points"]) for run in runs), default=0)):
-        values = [float(run["points"][index]["value"]) for run in runs]
+    for index in range(max((len(run["points"]) for run in runs), default=0)):
+        reached = [run for run in runs if len(run["points"]) > index]  # a play that ended early stops here
+        values = [float(run["points"][index]["value"]) for run in reached]
         mean, low, high = band(values)
-        steps = sum(float(run["points"][index]["env_steps"]) for run in runs) / len(runs)
+        steps = sum(float(run["points"][index]["env_steps"]) for run in reached) / len(reached)
         points.append({"env_steps": steps, "mean": mean, "low": low, "high": high, "n": float(len(values))})
     return points
 
@@ -88,6 +89,7 @@ def statistic(
             }
         finals = [final_at(run, compared[0]) for run in mine]
         values = [value for value in finals if value is not None]
+        missing = [run.get("run", "") for run, value in zip(mine, finals, strict=True) if value is None]
         mean, low, high = band(values) if values else (float("nan"),) * 3
         return {
             **out,
@@ -98,6 +100,8 @@ def statistic(
             "mean": mean,
             "band": [low, high],
             "above_base": bool(values) and low > compared[1],
+            "not_evaluated_there": missing,
+            **worst_case(values, len(missing), compared[1]),
         }
     theirs = runs.get(item.other, [])
     if item.kind == "paired":
@@ -119,6 +123,15 @@ def statistic(
     if item.other:
         result[item.other] = threshold_steps(spec, theirs, start_value, item.threshold)
     return result
+
+
+def worst_case(values: Sequence[float], missing: int, base: float) -> dict[str, Any]:
+    """With runs never evaluated at the compared decoding: the band if each of them scored 0 there (the
+    metric's floor), so that every started run counts in one number; {} when none is missing."""
+    if not missing:
+        return {}
+    mean, low, high = band([*values, *([0.0] * missing)])
+    return {"worst_case": {"mean": mean, "band": [low, high], "above_base": low > base}}
 
 
 def run_of(runs: Sequence[Mapping[str, Any]], seed: int) -> Mapping[str, Any]:
@@ -253,10 +266,19 @@ def statistic_line(item: Mapping[str, Any]) -> str:
         base = item["base_decoding"]
         where = "its best decoding" if item["at"] == "best" else "the training temperature"
         verdict = "above the base" if item["above_base"] else "not above the base"
+        missing = item.get("not_evaluated_there") or []
+        left_out = ""
+        if missing:
+            worst = item["worst_case"]
+            left_out = (
+                f"; {', '.join(missing)} never evaluated there: counted at 0, {worst['mean']:.3f} "
+                f"[{worst['band'][0]:.3f}, {worst['band'][1]:.3f}] over {len(item['values']) + len(missing)} "
+                f"runs, {'above' if worst['above_base'] else 'not above'} the base"
+            )
         return (
             f"{item['arm']} vs the base at {where} (T={base['temperature']:g}, {base['value']:.3f}): "
             f"{item['mean']:.3f} [{item['band'][0]:.3f}, {item['band'][1]:.3f}] over {len(item['values'])} "
-            f"seeds, {verdict}"
+            f"runs, {verdict}{left_out}"
         )
     if item["kind"] == "paired":
         return (

@@ -82,14 +82,17 @@ class PlannedRun:
     name: str
     arm: str | None = None
     seed: int | None = None
+    played_elsewhere: bool = False  # a `PlayedRun`: counted, never played by `run`
 
 
 def planned_runs(spec: StudySpec) -> list[PlannedRun]:
-    """The base first, then each arm's seeds, in the order they run."""
+    """The base first, then each arm's seeds, in the order they run, then the plays outside the plan that
+    count (`StudySpec.also_played`)."""
     trained = [
         PlannedRun(f"{arm.name}-seed{seed}", arm.name, seed) for arm in spec.arms for seed in spec.seeds
     ]
-    return [PlannedRun(BASE), *trained]
+    extra = [PlannedRun(run.name, run.arm, run.seed, True) for run in spec.also_played]
+    return [PlannedRun(BASE), *trained, *extra]
 
 
 def checkpoint_points(budget: int, count: int) -> list[int]:
@@ -133,13 +136,18 @@ def estimate_s(layout: Layout, spec: StudySpec) -> float | None:
     study's finished runs measured; None before any has finished."""
     rates = [
         record["wall_s"] / record["env_steps"]
-        for record in (read_record(layout, run.name) for run in planned_runs(spec) if run.arm)
+        for record in (
+            read_record(layout, run.name)
+            for run in planned_runs(spec)
+            if run.arm and not run.played_elsewhere
+        )
         if record and record.get("done") and record.get("env_steps")
     ]
     if not rates:
         return None
     base = read_record(layout, BASE)
-    return sum(rates) / len(rates) * spec.env_step_budget * (len(planned_runs(spec)) - 1) + (
+    played = [run for run in planned_runs(spec) if run.arm and not run.played_elsewhere]
+    return sum(rates) / len(rates) * spec.env_step_budget * len(played) + (
         float(base.get("wall_s") or 0.0) if base and base.get("done") else 0.0
     )
 
@@ -198,6 +206,11 @@ def run(layout: Layout, log: Log = print) -> None:
     for planned in planned_runs(spec):
         record = read_record(layout, planned.name)
         if record and record.get("done"):
+            continue
+        if planned.played_elsewhere:
+            log(
+                f"study {layout.name}: {planned.name} is a play outside the plan; its record is not there yet"
+            )
             continue
         log(f"study {layout.name}: {planned.name}")
         if planned.arm is None:

@@ -41,6 +41,19 @@ class Arm:
 
 
 @dataclass(frozen=True)
+class PlayedRun:
+    """A play of an (arm, seed) outside the plan that counts as it ended: e.g. a run started, stopped
+    unfinished and played again from its start before interrupted runs resumed. Its record is written by
+    whoever kept it (`results/runs/<name>.json`); `run` never plays it, and the statistics count it with its
+    arm at whatever it was evaluated at (a decoding it was never evaluated at is reported as missing)."""
+
+    name: str
+    arm: str
+    seed: int
+    why: str
+
+
+@dataclass(frozen=True)
 class Statistic:
     """A pre-named statistic.
 
@@ -82,6 +95,7 @@ class StudySpec:
     statistics:      the pre-named statistics
     title:           one line the report's heading shows
     kind:            "comparison" (this file); a go/no-go is `kind: gonogo` (`agentrl.study.gonogo`)
+    also_played:     plays outside the plan that count as they ended (`PlayedRun`): every run counts
     """
 
     task: str
@@ -96,6 +110,7 @@ class StudySpec:
     metric: str = "success_rate"
     title: str = ""
     kind: str = "comparison"
+    also_played: tuple[PlayedRun, ...] = ()
 
     def arm(self, name: str) -> Arm:
         return next(arm for arm in self.arms if arm.name == name)
@@ -115,7 +130,7 @@ def load_spec(path: Path) -> StudySpec:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of study keys (docs/studies.md)")
-    items = {"arms": Arm, "statistics": Statistic}
+    items = {"arms": Arm, "statistics": Statistic, "also_played": PlayedRun}
     for key, kind in items.items():
         values = data.get(key) or []
         if not isinstance(values, list):
@@ -156,6 +171,12 @@ def check_spec(spec: StudySpec) -> None:
         raise ConfigError("study.statistics is empty: name what the study will report before it runs")
     for statistic in spec.statistics:
         check_statistic(statistic, set(names))
+    for played in spec.also_played:
+        if played.arm not in names or not played.why:
+            raise ConfigError(
+                f"study.also_played {played.name!r}: its arm must be one of {names} and `why` must say "
+                "why it is outside the plan"
+            )
 
 
 def check_statistic(statistic: Statistic, arms: set[str]) -> None:
