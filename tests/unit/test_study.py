@@ -51,6 +51,11 @@ def write(tmp_path: Path, data: dict[str, Any]) -> Path:
         ({"budget": 10}, "unknown key(s) ['budget']"),
         ({"statistics": []}, "name what the study will report before it runs"),
         ({"statistics": [{"kind": "vs_base", "arm": "gigpo", "at": "greedy"}]}, "use best or training"),
+        (
+            {"also_played": [{"name": "x", "arm": "ppo", "seed": 0, "why": "stopped"}]},
+            "its arm must be one of",
+        ),
+        ({"also_played": [{"name": "x", "arm": "grpo", "seed": 0, "why": ""}]}, "why it is outside the plan"),
     ],
 )
 def test_a_study_file_that_is_not_well_posed_is_refused_with_the_fix(
