@@ -84,6 +84,9 @@ class UpdateConfig:
                       their branch point) once per micro batch instead of once per episode
                       (`agentrl/trainer/shared_prefix.py`); same loss and gradients.
     min_shared_tokens: groups sharing fewer leading tokens than this run unshared.
+    activation_checkpointing: recompute each decoder layer's activations in the backward pass instead of
+                      keeping them (less memory; each layer's forward runs twice); turns the shared-prefix
+                      update off (it needs the KV cache that checkpointing turns off).
     """
 
     ppo_epochs: int = 1
@@ -92,6 +95,7 @@ class UpdateConfig:
     autocast_bf16: bool = False
     shared_prefix: bool = True
     min_shared_tokens: int = 32
+    activation_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         if min(self.ppo_epochs, self.micro_batch_size, self.mini_batches, self.min_shared_tokens) < 1:

@@ -53,6 +53,7 @@ from agentrl.trainer.samples import (
     tree_keys,
     turn_values,
 )
+from agentrl.trainer.transformers_compat import enable_activation_checkpointing
 from agentrl.trainer.update import UpdateResult, ppo_update_and_logprobs
 from agentrl.types import Episode
 
@@ -111,6 +112,8 @@ def make_learner(
         raise ConfigError("this engine holds no trainable weights (engine.kind=openai only evaluates)")
     else:
         policy = trained
+    if config.update.activation_checkpointing:
+        enable_activation_checkpointing(policy)
     reference = None
     if config.loss.kl_coef > 0:  # the initial policy: the base weights (plus the starting adapters, if any)
         reference = load_model(config.model)[0].eval().requires_grad_(False)

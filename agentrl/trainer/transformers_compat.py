@@ -2,8 +2,8 @@
 
 What this is: small lookups the shared-prefix forward needs, each naming the version difference it hides:
 the model under a peft wrapper, the KV-cache argument's name, the last-position-only logits argument, a
-DynamicCache's tensors, and whether activation checkpointing is on. What this is not: a general adapter
-layer; code that does not touch these differences calls transformers directly.
+DynamicCache's tensors, whether activation checkpointing is on, and turning it on. What this is not: a
+general adapter layer; code that does not touch these differences calls transformers directly.
 """
 
 from __future__ import annotations
@@ -48,3 +48,16 @@ def activation_checkpointing(model: torch.nn.Module) -> bool:
     if value is None:
         value = getattr(model, "is_gradient_checkpointing", False)
     return bool(value() if callable(value) else value)
+
+
+def enable_activation_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them
+    (`update.activation_checkpointing`): transformers' own switch on the model under a peft wrapper,
+    non-reentrant (no input that requires a gradient is needed, so frozen embeddings under LoRA work)."""
+    base = transformers_model(model)
+    enable = getattr(base, "gradient_checkpointing_enable", None)
+    if not callable(enable):
+        raise TypeError(
+            f"{type(base).__name__} has no gradient_checkpointing_enable: not a transformers model"
+        )
+    enable(gradient_checkpointing_kwargs={"use_reentrant": False})
