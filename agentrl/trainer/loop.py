@@ -29,6 +29,7 @@ the run's resources (`trainer/run.py`), or the collectives themselves (`trainer/
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from typing import Any, Protocol
 from agentrl.config import RunConfig
 from agentrl.trainer import checkpoint, distributed
 from agentrl.trainer.parallel import DataParallel
+from agentrl.trainer.peak_memory import PeakMemory
 from agentrl.trainer.run import EvalResult, Resume, RunContext, evaluate, save_final_weights
 from agentrl.trainer.samples import TrainSample, env_steps_of
 from agentrl.trainer.step import Learner, WeightsOut, save_checkpoint_if_due, update_step
@@ -134,10 +136,14 @@ async def run_loop(config: RunConfig, seat: Seat, resume: Resume | None) -> Loop
     plan: Plan = distributed.broadcast(seat.plan(first_step(resume)), learner.parallel)
     # 5. the steps, until the plan's last or the one that spends the env-step budget
     last_step = plan.last_step
+    peaks = PeakMemory()
     for step in plan.steps:
-        collected = await seat.collect(step)
+        with peaks.phase("rollout"):
+            collected = await seat.collect(step)
         samples = collected.samples if collected is not None else None
-        update = await update_step(learner, samples, seat.weights_out)
+        with peaks.phase("update"):
+            update = await update_step(learner, samples, seat.weights_out)
+        update = dataclasses.replace(update, metrics={**update.metrics, **peaks.metrics()})
         seat.record(step, collected, update)
         run_dir, env_steps = Path(plan.run_dir), seat.env_steps_total
         save_checkpoint_if_due(config, step, learner, run_dir, seat.run_id, seat.flush, env_steps)
@@ -145,6 +151,7 @@ async def run_loop(config: RunConfig, seat: Seat, resume: Resume | None) -> Loop
             last_step = step
             break
     # 6. after the last step
+    peaks.close()
     await seat.finish_training(learner, last_step)
     after = await seat.evaluate(last_step) if config.eval.after else None
     # 7. the result

@@ -60,6 +60,11 @@ def test_a_sliding_window_with_trees_trains_each_window_as_a_sample(
     )
     assert len(episodes) == 4
     assert metrics["trained_episodes"] > len(episodes)  # one sample per window, not per episode
+    # every step's metrics carry its phases' peak resident size (agentrl/trainer/peak_memory.py)
+    assert 0 < metrics["memory/rollout_peak_mb"] <= metrics["memory/step_peak_mb"]
+    assert metrics["memory/step_peak_mb"] == max(
+        metrics["memory/rollout_peak_mb"], metrics["memory/update_peak_mb"]
+    )
     for episode in episodes:
         turns = episode["turns"]
         assert [turn["segment"] for turn in turns[:3]] == [0, 0, 1]  # from turn 2 on, a turn drops out
