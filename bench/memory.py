@@ -1,0 +1,119 @@
+"""Where a training step's memory goes, and what each knob saves: one GRPO step of a task per setting.
+
+    .venv/bin/python bench/memory.py --task calc-chain # plan 3b: bench/results/memory_calc-chain.json
+    .venv/bin/python bench/memory.py --task calc         # make demo's step: bench/results/memory_calc.json
+    .venv/bin/python bench/memory.py --task calc --quick # 1 task x 2 episodes per step: a smoke run
+
+What this is: for each setting (`SETTINGS`: the defaults; `update.activation_checkpointing=true`), one
+`agentrl train` step as a child process (so each starts from an empty process), reading back from its
+metrics.jsonl the step's per-phase peaks (`memory/rollout_peak_mb`, `memory/update_peak_mb`,
+`memory/step_peak_mb`: agentrl/trainer/peak_memory.py), its `update_s`, and the child's peak resident size
+over the whole run (its `ru_maxrss`: the load and evaluation phases included). The same-run baseline is the
+defaults' row: each other setting's memory and seconds are given as ratios to it. The training state of the
+model, weights + gradients + two Adam moments in fp32 (16 bytes a parameter), is the yardstick the issue
+names (a step at most twice it). The allocator is named (`agentrl.memory.choose_allocator`).
+
+Plan 3b's step is calc-chain with `env.kwargs.end_part_on_repeat=true`, training temperature 0.5
+(studies/calc-chain-plan3b/study.yaml); `make demo`'s is configs/calc.yaml. Evaluation is off: it is not
+part of a step.
+
+What this is not: an allocation profiler (which tensor holds the memory), or a learning test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import harness
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK_OVERRIDES = {
+    "calc-chain": ["env.kwargs.end_part_on_repeat=true", "sampling.temperature=0.5", "eval.temperature=0.5"],
+    "calc": [],
+}
+SETTINGS = {
+    "defaults": [],
+    "activation_checkpointing": ["update.activation_checkpointing=true"],
+}
+QUICK = ["train.tasks_per_step=1", "train.group_size=2", "rollout.max_turns=4"]
+PARAMETERS_135M = 134_515_008  # SmolLM2-135M-Instruct's parameter count (tied embeddings counted once)
+
+
+def one_step(task: str, overrides: list[str], folder: Path) -> dict[str, Any]:
+    """One training step of `task` under `overrides` in a child process; its memory and seconds."""
+    name = f"memory-{len(list(folder.iterdir()))}"
+    command = [
+        sys.executable, "-m", "agentrl.cli.main", "train", "--task", task,
+        f"name={name}", f"runs_dir={folder}", f"store.url=sqlite:///{folder / 'store.db'}",
+        "train.steps=1", "eval.before=false", "eval.after=false", "rollout.seeded_sampling=true",
+        "train.seed=0", *overrides,
+    ]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise SystemExit(f"agentrl train failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    metrics = [json.loads(line) for line in (folder / name / "metrics.jsonl").read_text().splitlines()]
+    step = next(row for row in metrics if "memory/step_peak_mb" in row)
+    return {
+        "overrides": overrides,
+        "rollout_peak_mb": step["memory/rollout_peak_mb"],
+        "update_peak_mb": step["memory/update_peak_mb"],
+        "step_peak_mb": step["memory/step_peak_mb"],
+        "process_peak_mb": round(max(peak_kb, before) / 1024, 1),  # ru_maxrss of the largest child so far
+        "update_s": round(step["update_s"], 1),
+        "episodes": step.get("episodes"),
+        "trained_episodes": step.get("trained_episodes"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="calc-chain", choices=sorted(TASK_OVERRIDES))
+    parser.add_argument("--quick", action="store_true", help="1 task x 2 episodes per step")
+    parser.add_argument(
+        "--settings", default=",".join(SETTINGS), help=f"comma-separated, of {list(SETTINGS)}"
+    )
+    harness.add_out_argument(parser, f"memory_{parser.parse_known_args(argv)[0].task}")
+    args = parser.parse_args(argv)
+    from agentrl.memory import find_tcmalloc, requested
+
+    choice = requested(os.environ)  # what each `agentrl train` child picks (agentrl.memory.choose_allocator)
+    allocator = "tcmalloc" if choice in ("auto", "tcmalloc") and find_tcmalloc() else "system"
+    chosen = [name for name in args.settings.split(",") if name]
+    rows: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="agentrl-memory-") as scratch:
+        for setting in chosen:
+            overrides = [*TASK_OVERRIDES[args.task], *(QUICK if args.quick else []), *SETTINGS[setting]]
+            rows[setting] = one_step(args.task, overrides, Path(scratch))
+            print(json.dumps({setting: rows[setting]}), file=sys.stderr, flush=True)
+    state_mb = PARAMETERS_135M * 16 / 1024 / 1024
+    base = rows.get("defaults")
+    for row in rows.values():
+        row["step_over_training_state"] = round(row["step_peak_mb"] / state_mb, 2)
+        if base is not None:
+            row["memory_ratio_to_defaults"] = round(row["step_peak_mb"] / base["step_peak_mb"], 3)
+            row["update_s_ratio_to_defaults"] = round(harness.ratio(row["update_s"], base["update_s"]), 3)
+    figures = {
+        "task": args.task,
+        "quick": args.quick,
+        "allocator": allocator,
+        "training_state_mb": round(state_mb, 1),
+        "settings": rows,
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
+    out = harness.out_path(args, f"memory_{args.task}")
+    harness.emit("memory", figures, baseline="the defaults' step, same run", out=out, argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
