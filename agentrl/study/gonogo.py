@@ -51,12 +51,15 @@ ACROSS = ("any", "all")
 @dataclass(frozen=True)
 class Variant:
     """One thing measured: the run config under `overrides`; with `train_env_steps` > 0, the model that
-    run config trains to that many env steps (seed `train_seed`) instead of its starting model."""
+    run config trains to that many env steps (seed `train_seed`) instead of its starting model. With
+    `evaluate` false only its batch is played (no held-out evaluation: criteria on the evaluations are then
+    not its to meet, e.g. a checkpoint measured for signal only)."""
 
     name: str
     overrides: tuple[str, ...] = ()
     train_env_steps: int = 0
     train_seed: int = 0
+    evaluate: bool = True
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,16 @@ def check_gonogo(spec: GoNoGoSpec) -> None:
         if criterion.across not in ACROSS:
             raise ConfigError(f"criterion {criterion.name!r}: across={criterion.across!r}; use any or all")
         needs = MEASURES[criterion.measure][1]
+        blind = [
+            v.name
+            for v in spec.variants
+            if not v.evaluate and (not criterion.scope or v.name in criterion.scope)
+        ]
+        if needs == "decodings" and blind:
+            raise ConfigError(
+                f"criterion {criterion.name!r} reads evaluations, but {blind} are not evaluated: give it a "
+                "scope without them"
+            )
         if needs == "batch" and not spec.batch:
             raise ConfigError(f"criterion {criterion.name!r} reads the batch: set study.batch to true")
         if needs == "decodings" and not spec.decodings:
@@ -414,7 +427,7 @@ def measure_variant(
         record["wall_s"] = time.perf_counter() - started
         write_record(layout, variant.name, record)
 
-    todo = [t for t in spec.decodings if float(t) not in done_t]
+    todo = [t for t in spec.decodings if float(t) not in done_t] if variant.evaluate else []
     batch = spec.batch and "batch" not in record
     asyncio.run(play(config, todo, spec.eval_tasks, batch, spec.batch_tasks, keep))
     record.update({"done": True, "model": str(model) if model else "", "overrides": overrides})

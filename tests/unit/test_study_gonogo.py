@@ -57,6 +57,10 @@ def write(tmp_path: Path, data: dict[str, Any]) -> Path:
             "use any or all",
         ),
         ({"batch": False}, "reads the batch: set study.batch to true"),
+        (
+            {"variants": [{"name": "base"}, {"name": "grpo-400", "evaluate": False}]},
+            "give it a scope without them",
+        ),
         ({"decodings": []}, "reads evaluations: list study.decodings"),
         ({"budget": 3}, "unknown key(s) ['budget']"),
     ],
