@@ -107,14 +107,9 @@ def spec_kind(path: Path) -> str:
 
 def load_gonogo(path: Path) -> GoNoGoSpec:
     """The go/no-go file at `path`, typed and checked (`ConfigError` naming the fix)."""
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of study keys (docs/studies.md)")
-    for key, kind in (("variants", Variant), ("criteria", Criterion)):
-        values = data.get(key) or []
-        if not isinstance(values, list):
-            raise ConfigError(f"study.{key} must be a list of mappings, got {type(values).__name__}")
-        data = {**data, key: [build(kind, value, f"study.{key}[{i}]") for i, value in enumerate(values)]}
+    from agentrl.study.spec import study_mapping
+
+    data = study_mapping(path, {"variants": Variant, "criteria": Criterion})
     spec = build(GoNoGoSpec, data, "study")
     check_gonogo(spec)
     return spec

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -120,8 +121,9 @@ def study_dir(name: str, root: Path = STUDIES_DIR) -> Path:
     return root / name
 
 
-def load_spec(path: Path) -> StudySpec:
-    """The study file at `path`, typed and checked (`ConfigError` naming the fix)."""
+def study_mapping(path: Path, lists: dict[str, type]) -> dict[str, Any]:
+    """The study file at `path` as a mapping whose `lists` keys hold typed items (`agentrl.typed.build`);
+    a missing file, bad YAML, or a list that is not one stops with a `ConfigError` naming the fix."""
     if not path.is_file():
         raise ConfigError(f"no study file {path}; write one (docs/studies.md) or check the study's name")
     try:
@@ -130,12 +132,17 @@ def load_spec(path: Path) -> StudySpec:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of study keys (docs/studies.md)")
-    items = {"arms": Arm, "statistics": Statistic, "also_played": PlayedRun}
-    for key, kind in items.items():
+    for key, kind in lists.items():
         values = data.get(key) or []
         if not isinstance(values, list):
             raise ConfigError(f"study.{key} must be a list of mappings, got {type(values).__name__}")
         data = {**data, key: [build(kind, value, f"study.{key}[{i}]") for i, value in enumerate(values)]}
+    return data
+
+
+def load_spec(path: Path) -> StudySpec:
+    """The study file at `path`, typed and checked (`ConfigError` naming the fix)."""
+    data = study_mapping(path, {"arms": Arm, "statistics": Statistic, "also_played": PlayedRun})
     spec = build(StudySpec, data, "study")
     check_spec(spec)
     return spec
