@@ -55,6 +55,10 @@ def enable_activation_checkpointing(model: torch.nn.Module) -> None:
     (`update.activation_checkpointing`): transformers' own switch on the model under a peft wrapper,
     non-reentrant (no input that requires a gradient is needed, so frozen embeddings under LoRA work)."""
     base = transformers_model(model)
+    renamed = getattr(base, "activation_checkpointing_enable", None)  # transformers 5's name
+    if callable(renamed):
+        renamed(activation_checkpointing_kwargs={"use_reentrant": False})
+        return
     enable = getattr(base, "gradient_checkpointing_enable", None)
     if not callable(enable):
         raise TypeError(

@@ -24,7 +24,7 @@ def loss_and_grads(model: torch.nn.Module, ids: torch.Tensor) -> tuple[float, li
     logprobs, _ = sampled_token_logprobs(logits, ids, 0.7)
     loss = -logprobs[:, 1:].mean()
     loss.backward()
-    return float(loss), [param.grad.clone() for param in model.parameters() if param.grad is not None]
+    return loss.item(), [param.grad.clone() for param in model.parameters() if param.grad is not None]
 
 
 def test_recomputing_activations_gives_the_same_loss_and_gradients() -> None:
