@@ -41,6 +41,10 @@ class ModelConfig:
     device:   "auto" (the current CUDA device when there is one, else the CPU), "cpu", "cuda" or "cuda:N"
     revision: hub revision (branch, tag or commit) for hub ids; ignored for aliases
     lora:     LoRA adapters (off by default; `model.lora.rank=16` turns them on)
+    random_shape: "" loads `name`'s weights; a key of `agentrl.model_shapes.SHAPES` (smollm2-360m,
+              smollm2-1.7b) builds that shape with random weights (seed 0) and `name`'s tokenizer, for systems
+              checks of a size whose weights are not on this machine; a training run that cannot fit is
+              refused first, with the estimate (docs/memory.md)
     """
 
     name: str = "smollm2-135m-instruct"
@@ -48,3 +52,4 @@ class ModelConfig:
     device: str = "auto"
     revision: str | None = None
     lora: LoraSettings = field(default_factory=LoraSettings)
+    random_shape: str = ""

@@ -55,10 +55,12 @@ def load_model(config: ModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenize
     """The model (in eval mode, on `config.device`) and its tokenizer; with LoRA, a peft model whose only
     trainable weights are the adapters."""
     dtype = _torch_dtype(config.dtype)
-    if config.name in ALIASES:
-        model, tokenizer = _load_pretrained(str(cached_alias(config.name)), dtype=dtype, revision=None)
+    source = str(cached_alias(config.name)) if config.name in ALIASES else config.name
+    revision = None if config.name in ALIASES else config.revision
+    if config.random_shape:
+        model, tokenizer = random_model(config.random_shape, source, dtype, revision)
     else:
-        model, tokenizer = _load_pretrained(config.name, dtype=dtype, revision=config.revision)
+        model, tokenizer = _load_pretrained(source, dtype=dtype, revision=revision)
     model = model.to(resolve_device(config.device))  # type: ignore[arg-type]
     return with_lora(model, config.lora), tokenizer
 
@@ -201,6 +203,37 @@ def _load_pretrained(
             f"could not load model {name!r} ({exc}); use an alias ({', '.join(ALIASES)}), "
             f"a Hugging Face hub id, or a local folder written by save_pretrained"
         ) from exc
+    model.eval()
+    return model, tokenizer
+
+
+def random_model(
+    shape_name: str, tokenizer_source: str, dtype: torch.dtype, revision: str | None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A Llama of `agentrl.model_shapes.SHAPES[shape_name]` with random weights (seed 0), and the tokenizer
+    of `tokenizer_source` (its vocabulary must be the shape's)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from agentrl.model_shapes import random_shape
+
+    shape = random_shape(shape_name)
+    kwargs: dict[str, Any] = {"revision": revision} if revision else {}
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, **kwargs)
+    if len(tokenizer) > shape.vocab:
+        raise ConfigError(
+            f"model.random_shape={shape_name} has a vocabulary of {shape.vocab}, but {tokenizer_source}'s "
+            f"tokenizer has {len(tokenizer)} tokens; use a SmolLM2 tokenizer (model.name)"
+        )
+    settings = LlamaConfig(
+        vocab_size=shape.vocab, hidden_size=shape.hidden, num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
+        intermediate_size=shape.intermediate, max_position_embeddings=shape.max_positions,
+        tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model: PreTrainedModel = LlamaForCausalLM(settings)
+    model = model.to(dtype)  # type: ignore[arg-type]
     model.eval()
     return model, tokenizer
 

@@ -81,6 +81,7 @@ T = TypeVar("T")
 async def train(config: RunConfig) -> TrainResult:
     """Run training as this process's rank asks: rank 0 (or the only process) rolls out and updates, the
     other ranks update (and, with `trainer.dp_rollouts`, the default, play their share of the rollouts)."""
+    check_model_fits(config)
     parallel = distributed.init_from_env()
     try:
         dp_rollouts.check_placement(config, parallel)
@@ -95,6 +96,25 @@ async def train(config: RunConfig) -> TrainResult:
         return await sync_rank_zero(config, parallel, resume)
     finally:
         distributed.close(parallel)
+
+
+def check_model_fits(config: RunConfig) -> None:
+    """Refuse, before anything loads, a CPU run whose model of a known shape (`model.random_shape`, or the
+    135M alias) cannot fit this machine's available memory (`agentrl.model_shapes.check_fits`)."""
+    from agentrl.model_shapes import SHAPES, available_bytes, check_fits, random_shape
+
+    model = config.model
+    if model.random_shape:
+        shape, name = random_shape(model.random_shape), f"random {model.random_shape}"
+    elif model.name == "smollm2-135m-instruct":
+        shape, name = SHAPES["smollm2-135m"], model.name
+    else:
+        return  # an unknown shape is not estimated: the load says what it says
+    from agentrl.models import resolve_device
+
+    if resolve_device(model.device).type == "cuda":
+        return  # the host's memory is not the device's
+    check_fits(name, shape, model.dtype, model.lora.rank, available_bytes())
 
 
 async def sync_rank_zero(config: RunConfig, parallel: DataParallel, resume: Resume | None) -> TrainResult:
