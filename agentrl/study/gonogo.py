@@ -81,7 +81,8 @@ class Criterion:
 class GoNoGoSpec:
     """What a go/no-go measures and what it must find (module docstring). `batch_tasks`: train tasks in the
     base batch (0: the run config's `train.tasks_per_step`), each played `train.group_size` times at the
-    training temperature."""
+    training temperature. `gigpo_options`: `key=value` options of the GiGPO the batch's comparison runs
+    (e.g. gamma=0.5: the options the comparison's GiGPO arm will run with; empty: GiGPO's defaults)."""
 
     kind: str
     task: str
@@ -92,6 +93,7 @@ class GoNoGoSpec:
     decodings: tuple[float, ...] = ()
     batch: bool = True
     batch_tasks: int = 0
+    gigpo_options: tuple[str, ...] = ()
     rule: str = "criteria"
     title: str = ""
 
@@ -121,6 +123,7 @@ def check_gonogo(spec: GoNoGoSpec) -> None:
         raise ConfigError("study.variants is empty: name what to measure, e.g. {name: base}")
     if len(set(names)) != len(names):
         raise ConfigError(f"study.variants: names must be distinct, got {names}")
+    gigpo_options(spec.gigpo_options)
     if spec.rule not in RULES:
         raise ConfigError(f"study.rule={spec.rule!r} is unknown; use one of {', '.join(RULES)}")
     if not spec.criteria:
@@ -424,11 +427,27 @@ def measure_variant(
 
     todo = [t for t in spec.decodings if float(t) not in done_t] if variant.evaluate else []
     batch = spec.batch and "batch" not in record
-    asyncio.run(play(config, todo, spec.eval_tasks, batch, spec.batch_tasks, keep))
+    options = gigpo_options(spec.gigpo_options)
+    asyncio.run(play(config, todo, spec.eval_tasks, batch, spec.batch_tasks, keep, options))
     record.update({"done": True, "model": str(model) if model else "", "overrides": overrides})
     record["wall_s"] = time.perf_counter() - started
     write_record(layout, variant.name, record)
     log(f"  {variant.name}: {json.dumps({k: v for k, v in verdict_inputs(record).items()})}")
+
+
+def gigpo_options(items: Sequence[str]) -> dict[str, Any]:
+    """`key=value` GiGPO options as the estimator takes them (values read as YAML: 0.5 is a float),
+    checked by building GiGPO's config (an unknown option is a `ConfigError` naming the valid ones)."""
+    from agentrl.credit import make_config
+
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"study.gigpo_options: {item!r} is not key=value (e.g. gamma=0.5)")
+        options[key.strip()] = yaml.safe_load(value)
+    make_config("gigpo", **options)
+    return options
 
 
 def verdict_inputs(record: Mapping[str, Any]) -> dict[str, float | None]:
@@ -471,6 +490,7 @@ async def play(
     batch: bool,
     batch_tasks: int,
     keep: Callable[[str, Any], None],
+    options: Mapping[str, Any] | None = None,
 ) -> None:
     """The held-out evaluations at each temperature, then the batch, in one run (one model load)."""
     from dataclasses import replace
@@ -515,7 +535,7 @@ async def play(
                     "temperature": config.sampling.temperature,
                     "tasks_per_step": batch_tasks or config.train.tasks_per_step,
                     "group_size": config.train.group_size,
-                    **advantage_comparison(episodes, parts),
+                    **advantage_comparison(episodes, parts, options),
                     "wall_s": round(time.perf_counter() - started, 1),
                 },
             )

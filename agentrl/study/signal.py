@@ -132,13 +132,17 @@ def part_start_signal(episodes: Sequence[Episode], parts: int) -> dict[str, Any]
     }
 
 
-def advantage_comparison(episodes: Sequence[Episode], parts: int = 1) -> dict[str, Any]:
-    """GRPO's and GiGPO's per-turn advantages on one batch, compared (module docstring)."""
+def advantage_comparison(
+    episodes: Sequence[Episode], parts: int = 1, gigpo_options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """GRPO's and GiGPO's per-turn advantages on one batch, compared (module docstring); GiGPO with its
+    defaults, or with `gigpo_options` (e.g. {"gamma": 0.5}: the options a study's GiGPO arm runs with)."""
     usable = [episode for episode in episodes if not episode.is_infra_failure]
     batch = episodes_to_batch(usable)
+    options = dict(gigpo_options or {})
     grpo = estimate("grpo", batch, make_config("grpo"))
-    gigpo = estimate("gigpo", batch, make_config("gigpo"))
-    gigpo_episode_term = estimate("gigpo", batch, make_config("gigpo", step_weight=0.0))
+    gigpo = estimate("gigpo", batch, make_config("gigpo", **options))
+    gigpo_episode_term = estimate("gigpo", batch, make_config("gigpo", **{**options, "step_weight": 0.0}))
     groups: dict[str, list[float]] = {}
     for episode in usable:
         groups.setdefault(episode.group_id, []).append(episode.reward)
@@ -151,6 +155,7 @@ def advantage_comparison(episodes: Sequence[Episode], parts: int = 1) -> dict[st
         "grpo_vs_gigpo": compare_advantages(grpo, gigpo),
         "grpo_vs_gigpo_episode_term": compare_advantages(grpo, gigpo_episode_term),
         "gigpo_episode_term_vs_gigpo": compare_advantages(gigpo_episode_term, gigpo),
+        "gigpo_options": options,
         "part_start_signal": part_start_signal(usable, parts),
         "advantages": {
             "grpo": [round(float(value), 4) for value in grpo],

@@ -14,7 +14,7 @@ import yaml
 
 from agentrl.errors import ConfigError
 from agentrl.study.gonogo import load_gonogo, settled, spec_kind, table, verdict
-from agentrl.study.signal import compare_advantages, part_start_signal, success_summary
+from agentrl.study.signal import advantage_comparison, compare_advantages, part_start_signal, success_summary
 from agentrl.types import Action, Episode, Turn
 
 GOOD: dict[str, Any] = {
@@ -57,6 +57,8 @@ def write(tmp_path: Path, data: dict[str, Any]) -> Path:
             "use any or all",
         ),
         ({"batch": False}, "reads the batch: set study.batch to true"),
+        ({"gigpo_options": ["gamma"]}, "is not key=value"),
+        ({"gigpo_options": ["gama=0.5"]}, "gama"),
         (
             {"variants": [{"name": "base"}, {"name": "grpo-400", "evaluate": False}]},
             "give it a scope without them",
@@ -199,3 +201,17 @@ def test_a_gonogo_is_settled_once_a_criterion_can_no_longer_hold(tmp_path: Path)
     assert settled(spec, {"base": in_range, "grpo-400": None}) == []
     variant_rule = load_gonogo(write(tmp_path, {**GOOD, "rule": "variant"}))
     assert settled(variant_rule, {"base": too_easy, "grpo-400": None}) == []
+
+
+def test_the_batch_comparison_runs_gigpo_with_the_options_its_arm_will_use() -> None:
+    episodes = [  # equal returns, parts right at other times: a discount separates them at the start
+        episode("g1", 0, [1.0, 0.0, 1.0]),
+        episode("g1", 1, [1.0, 1.0, 0.0]),
+        episode("g2", 0, [0.0, 0.0, 1.0]),
+        episode("g2", 1, [1.0, 0.0, 0.0]),
+    ]
+    default = advantage_comparison(episodes, parts=3)
+    halved = advantage_comparison(episodes, parts=3, gigpo_options={"gamma": 0.5})
+    assert default["gigpo_options"] == {} and halved["gigpo_options"] == {"gamma": 0.5}
+    assert halved["advantages"]["gigpo"] != default["advantages"]["gigpo"]
+    assert halved["advantages"]["grpo"] == default["advantages"]["grpo"]
