@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -56,11 +55,15 @@ def one_step(task: str, overrides: list[str], folder: Path) -> dict[str, Any]:
         "train.steps=1", "eval.before=false", "eval.after=false", "rollout.seeded_sampling=true",
         "train.seed=0", *overrides,
     ]  # fmt: skip
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        raise SystemExit(f"agentrl train failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    with tempfile.TemporaryFile() as log:
+        child = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest child's so far
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            log.seek(0)
+            tail = log.read().decode(errors="replace")[-3000:]
+            raise SystemExit(f"agentrl train failed ({child.returncode}):\n{tail}")
+    peak_kb = usage.ru_maxrss
     metrics = [json.loads(line) for line in (folder / name / "metrics.jsonl").read_text().splitlines()]
     step = next(row for row in metrics if "memory/step_peak_mb" in row)
     return {
@@ -68,7 +71,7 @@ def one_step(task: str, overrides: list[str], folder: Path) -> dict[str, Any]:
         "rollout_peak_mb": step["memory/rollout_peak_mb"],
         "update_peak_mb": step["memory/update_peak_mb"],
         "step_peak_mb": step["memory/step_peak_mb"],
-        "process_peak_mb": round(max(peak_kb, before) / 1024, 1),  # ru_maxrss of the largest child so far
+        "process_peak_mb": round(peak_kb / 1024, 1),  # the child's ru_maxrss: load and set-up included
         "update_s": round(step["update_s"], 1),
         "episodes": step.get("episodes"),
         "trained_episodes": step.get("trained_episodes"),
