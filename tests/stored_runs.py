@@ -1,5 +1,6 @@
 """`agentrl train --task maze` run in a subprocess and read back from its store, for the smoke tests that
-train through the CLI.
+train through the CLI; and `agentrl study` run the same way, with the overrides the studies' smoke tests
+share.
 
 This is a test helper, not a test module.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,3 +49,27 @@ def train_maze(
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return finished_run(url, name)
+
+
+TINY_MAZE_STUDY_OVERRIDES = [
+    "engine.kind=cached",
+    "model.dtype=float32",
+    "update.autocast_bf16=false",
+    "rollout.seeded_sampling=true",
+    "rollout.max_context_tokens=4096",
+    "sampling.max_new_tokens=12",
+    "rollout.max_turns=3",
+]
+"""What every run of the studies' smoke tests shares: the tiny model on the maze, short turns, seeded."""
+
+
+def run_study(repo_root: Path, root: Path, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`agentrl study ARGS NAME --root ROOT` in a subprocess, with no store URL from the environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentrl.cli.main", "study", *args, name, "--root", str(root)],
+        cwd=repo_root,
+        env={**os.environ, "AGENTRL_DB_URL": ""},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )

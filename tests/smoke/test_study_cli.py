@@ -11,12 +11,12 @@ a test of learning (a random model), or of the statistics' arithmetic (tests/uni
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from stored_runs import TINY_MAZE_STUDY_OVERRIDES, run_study
 
 from agentrl.study.report import markers
 
@@ -24,13 +24,7 @@ STUDY = {
     "title": "tiny maze: gigpo vs grpo",
     "task": "maze",
     "overrides": [
-        "engine.kind=cached",
-        "model.dtype=float32",
-        "update.autocast_bf16=false",
-        "rollout.seeded_sampling=true",
-        "rollout.max_context_tokens=4096",
-        "sampling.max_new_tokens=12",
-        "rollout.max_turns=3",
+        *TINY_MAZE_STUDY_OVERRIDES,
         "train.tasks_per_step=1",
         "train.group_size=2",
         "loss.entropy_coef=0.01",
@@ -53,14 +47,7 @@ STUDY = {
 
 
 def study(repo_root: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentrl.cli.main", "study", *args, "tiny", "--root", str(root)],
-        cwd=repo_root,
-        env={**os.environ, "AGENTRL_DB_URL": ""},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return run_study(repo_root, root, "tiny", *args)
 
 
 def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(

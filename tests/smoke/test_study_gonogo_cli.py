@@ -11,25 +11,18 @@ What it is not: a test of the measures' arithmetic (tests/unit/test_study_gonogo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+from stored_runs import TINY_MAZE_STUDY_OVERRIDES, run_study
 
 GONOGO = {
     "kind": "gonogo",
     "title": "tiny maze go/no-go",
     "task": "maze",
     "overrides": [
-        "engine.kind=cached",
-        "model.dtype=float32",
-        "update.autocast_bf16=false",
-        "rollout.seeded_sampling=true",
-        "rollout.max_context_tokens=4096",
-        "sampling.max_new_tokens=12",
-        "rollout.max_turns=3",
+        *TINY_MAZE_STUDY_OVERRIDES,
         "train.tasks_per_step=2",
         "train.group_size=2",
     ],
@@ -47,14 +40,7 @@ GONOGO = {
 
 
 def study(repo_root: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentrl.cli.main", "study", *args, "gate", "--root", str(root)],
-        cwd=repo_root,
-        env={**os.environ, "AGENTRL_DB_URL": ""},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return run_study(repo_root, root, "gate", *args)
 
 
 def test_a_gonogo_study_measures_its_variants_resumes_and_says_no_go(
