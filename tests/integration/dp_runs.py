@@ -24,7 +24,7 @@ from agentrl.service.embedded import EmbeddedService
 from agentrl.store.repository import unpack_logprobs
 
 AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
-TIMINGS = ("_s",)  # wall-clock metrics differ between runs by nature
+TIMINGS = ("_s", "_mb")  # wall-clock seconds and process memory peaks differ between runs by nature
 RUN_TIMEOUT_S = 900
 
 
