@@ -53,13 +53,18 @@ class Variant:
     """One thing measured: the run config under `overrides`; with `train_env_steps` > 0, the model that
     run config trains to that many env steps (seed `train_seed`) instead of its starting model. With
     `evaluate` false only its batch is played (no held-out evaluation: criteria on the evaluations are then
-    not its to meet, e.g. a checkpoint measured for signal only)."""
+    not its to meet, e.g. a checkpoint measured for signal only). `evaluations_from` ("STUDY/VARIANT"):
+    take the held-out evaluations from another go/no-go's record instead of playing them again, allowed
+    only when that variant is the same model on the same task and held-out set at the same decodings
+    (seeded evaluations repeat to the last digit: go/no-gos 7 and 8); the record names where they came
+    from."""
 
     name: str
     overrides: tuple[str, ...] = ()
     train_env_steps: int = 0
     train_seed: int = 0
     evaluate: bool = True
+    evaluations_from: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,14 @@ def check_gonogo(spec: GoNoGoSpec) -> None:
     if len(set(names)) != len(names):
         raise ConfigError(f"study.variants: names must be distinct, got {names}")
     gigpo_options(spec.gigpo_options)
+    for variant in spec.variants:
+        study, sep, other = variant.evaluations_from.partition("/")
+        if variant.evaluations_from and not (sep and study and other and variant.evaluate):
+            raise ConfigError(
+                f"variant {variant.name!r}: evaluations_from={variant.evaluations_from!r} must be "
+                "STUDY/VARIANT "
+                "(e.g. calc-chain-s4m-gonogo8/base) on a variant that is evaluated"
+            )
     if spec.rule not in RULES:
         raise ConfigError(f"study.rule={spec.rule!r} is unknown; use one of {', '.join(RULES)}")
     if not spec.criteria:
@@ -425,6 +438,12 @@ def measure_variant(
         record["wall_s"] = time.perf_counter() - started
         write_record(layout, variant.name, record)
 
+    if variant.evaluations_from and not record["evaluations"]:
+        record["evaluations"] = borrowed_evaluations(spec, layout, variant)
+        record["evaluations_from"] = variant.evaluations_from
+        write_record(layout, variant.name, record)
+        done_t = {float(item["temperature"]) for item in record["evaluations"]}
+        log(f"  {variant.name}: evaluations taken from {variant.evaluations_from}")
     todo = [t for t in spec.decodings if float(t) not in done_t] if variant.evaluate else []
     batch = spec.batch and "batch" not in record
     options = gigpo_options(spec.gigpo_options)
@@ -433,6 +452,36 @@ def measure_variant(
     record["wall_s"] = time.perf_counter() - started
     write_record(layout, variant.name, record)
     log(f"  {variant.name}: {json.dumps({k: v for k, v in verdict_inputs(record).items()})}")
+
+
+def borrowed_evaluations(spec: GoNoGoSpec, layout: Layout, variant: Variant) -> list[dict[str, Any]]:
+    """`variant`'s evaluations from the record `variant.evaluations_from` names, after checking that it is
+    the same model on the same held-out set (`ConfigError` naming what differs)."""
+    study, _, name = variant.evaluations_from.partition("/")
+    other_layout = Layout(layout.root.parent / study)
+    if not other_layout.spec.is_file():
+        raise ConfigError(f"variant {variant.name!r}: evaluations_from names {study!r}, not a study here")
+    other = load_gonogo(other_layout.spec)
+    source = next((v for v in other.variants if v.name == name), None)
+    if source is None:
+        raise ConfigError(f"variant {variant.name!r}: {study} has no variant {name!r}")
+    mine = (spec.task, spec.overrides, variant.overrides, variant.train_env_steps, variant.train_seed)
+    theirs = (other.task, other.overrides, source.overrides, source.train_env_steps, source.train_seed)
+    missing = [t for t in spec.decodings if float(t) not in {float(d) for d in other.decodings}]
+    if mine != theirs or spec.eval_tasks != other.eval_tasks or missing:
+        raise ConfigError(
+            f"variant {variant.name!r}: {variant.evaluations_from} is another measurement (task, overrides, "
+            f"training, eval_tasks or decodings differ: {mine}, {spec.eval_tasks}, missing {missing}); "
+            "evaluate it here instead"
+        )
+    record = read_record(other_layout, name) or {}
+    wanted = {float(t) for t in spec.decodings}
+    found = [e for e in record.get("evaluations", []) if float(e["temperature"]) in wanted]
+    if len(found) != len(wanted):
+        raise ConfigError(
+            f"variant {variant.name!r}: {variant.evaluations_from} has not finished its evaluations"
+        )
+    return found
 
 
 def gigpo_options(items: Sequence[str]) -> dict[str, Any]:

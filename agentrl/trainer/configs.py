@@ -87,6 +87,10 @@ class UpdateConfig:
     activation_checkpointing: recompute each decoder layer's activations in the backward pass instead of
                       keeping them (less memory; each layer's forward runs twice); turns the shared-prefix
                       update off (it needs the KV cache that checkpointing turns off).
+    fused_head:       project the hidden states onto the vocabulary a chunk of positions at a time inside
+                      the log-prob computation, so the [B, L, vocab] logits and their gradient are never
+                      whole (`agentrl/trainer/fused_head.py`; one process, Llama-family heads); the head's
+                      matmul runs once more in the backward pass.
     """
 
     ppo_epochs: int = 1
@@ -96,6 +100,7 @@ class UpdateConfig:
     shared_prefix: bool = True
     min_shared_tokens: int = 32
     activation_checkpointing: bool = False
+    fused_head: bool = False
 
     def __post_init__(self) -> None:
         if min(self.ppo_epochs, self.micro_batch_size, self.mini_batches, self.min_shared_tokens) < 1:

@@ -69,18 +69,10 @@ class _SampledLogprobs(torch.autograd.Function):
         logprobs = logits.new_zeros((batch, length), dtype=torch.float32)
         entropy = logits.new_zeros((batch, length), dtype=torch.float32)
         lse = logits.new_zeros((batch, length), dtype=torch.float32)
-        for row, start, stop in _row_chunks(batch, length):
+        for row, start, stop in row_chunks(batch, length):
             scores = scaled_logits(logits[row, start - 1 : stop - 1], temperature)
-            shift = scores.amax(dim=-1, keepdim=True)
-            shift.masked_fill_(shift.abs() == float("inf"), 0.0)
-            weights = (scores - shift).exp_()  # softmax * total
-            total = weights.sum(-1)
-            chunk_lse = total.log().add_(shift.squeeze(-1))
-            picked = scores.gather(-1, input_ids[row, start:stop, None]).squeeze(-1)
-            logprobs[row, start:stop] = picked - chunk_lse
-            expected_score = torch.bmm(weights.unsqueeze(1), scores.unsqueeze(2)).view(-1) / total
-            entropy[row, start:stop] = chunk_lse - expected_score
-            lse[row, start:stop] = chunk_lse
+            stats = chunk_statistics(scores, input_ids[row, start:stop])
+            logprobs[row, start:stop], entropy[row, start:stop], lse[row, start:stop] = stats
         ctx.save_for_backward(logits, input_ids, lse, lse - entropy)
         ctx.temperature = temperature
         ctx.set_materialize_grads(False)  # an output nobody differentiates gets None, and no work
@@ -96,22 +88,57 @@ class _SampledLogprobs(torch.autograd.Function):
         divisor = max(ctx.temperature, 1e-6) if ctx.temperature != 1.0 else None
         batch, length, _ = logits.shape
         grad = torch.zeros_like(logits)
-        for row, start, stop in _row_chunks(batch, length):
+        for row, start, stop in row_chunks(batch, length):
             chunk = logits[row, start - 1 : stop - 1].to(torch.float32, copy=True)
-            if divisor is not None:
-                chunk.div_(divisor)
-            upstream = _upstream(grad_logprobs, lse, row, start, stop)
-            if grad_entropy is None:  # logsumexp's backward (-g * p) plus the gather's (g at the sampled id)
-                chunk.sub_(lse[row, start:stop, None]).exp_().mul_(-upstream)
-            else:  # -p * (g + g_H * (z - E_p[z])), the same plus the entropy's
-                probs = (chunk - lse[row, start:stop, None]).exp_()
-                chunk.sub_(expected_score[row, start:stop, None])
-                chunk.mul_(_upstream(grad_entropy, lse, row, start, stop)).add_(upstream).mul_(probs).neg_()
-            chunk.scatter_add_(-1, input_ids[row, start:stop, None], upstream)
-            if divisor is not None:
-                chunk.div_(divisor)
-            grad[row, start - 1 : stop - 1] = chunk
+            upstreams = (grad_logprobs, grad_entropy)
+            grad[row, start - 1 : stop - 1] = chunk_gradient(
+                chunk, divisor, (row, start, stop), input_ids, lse, expected_score, upstreams
+            )
         return grad, None, None
+
+
+def chunk_statistics(
+    scores: torch.Tensor, ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """[n, V] fp32 scaled scores, [n] sampled ids -> their ([n] log-probs, [n] entropies, [n] logsumexps),
+    in torch.logsumexp's own steps (max, exp of the shifted scores, sum, log, add back)."""
+    shift = scores.amax(dim=-1, keepdim=True)
+    shift.masked_fill_(shift.abs() == float("inf"), 0.0)
+    weights = (scores - shift).exp_()  # softmax * total
+    total = weights.sum(-1)
+    lse = total.log().add_(shift.squeeze(-1))
+    picked = scores.gather(-1, ids[:, None]).squeeze(-1)
+    expected_score = torch.bmm(weights.unsqueeze(1), scores.unsqueeze(2)).view(-1) / total
+    return picked - lse, lse - expected_score, lse
+
+
+def chunk_gradient(
+    chunk: torch.Tensor,
+    divisor: float | None,
+    where: tuple[int, int, int],
+    input_ids: torch.Tensor,
+    lse: torch.Tensor,
+    expected_score: torch.Tensor,
+    upstreams: tuple[torch.Tensor | None, torch.Tensor | None],
+) -> torch.Tensor:
+    """The gradient at one chunk's raw logits, written into `chunk` (an fp32 copy of them, [n, V]) and
+    returned: positions `where` = (row, start, stop), the forward pass's saved logsumexps and E_p[z], and
+    the incoming gradients of the log-probs and the entropies (either may be None)."""
+    row, start, stop = where
+    grad_logprobs, grad_entropy = upstreams
+    if divisor is not None:
+        chunk.div_(divisor)
+    upstream = _upstream(grad_logprobs, lse, row, start, stop)
+    if grad_entropy is None:  # logsumexp's backward (-g * p) plus the gather's (g at the sampled id)
+        chunk.sub_(lse[row, start:stop, None]).exp_().mul_(-upstream)
+    else:  # -p * (g + g_H * (z - E_p[z])), the same plus the entropy's
+        probs = (chunk - lse[row, start:stop, None]).exp_()
+        chunk.sub_(expected_score[row, start:stop, None])
+        chunk.mul_(_upstream(grad_entropy, lse, row, start, stop)).add_(upstream).mul_(probs).neg_()
+    chunk.scatter_add_(-1, input_ids[row, start:stop, None], upstream)
+    if divisor is not None:
+        chunk.div_(divisor)
+    return chunk
 
 
 def _upstream(grad: torch.Tensor | None, like: torch.Tensor, row: int, start: int, stop: int) -> torch.Tensor:
@@ -122,7 +149,7 @@ def _upstream(grad: torch.Tensor | None, like: torch.Tensor, row: int, start: in
     return grad[row, start:stop, None].float()
 
 
-def _row_chunks(batch: int, length: int) -> Iterator[tuple[int, int, int]]:
+def row_chunks(batch: int, length: int) -> Iterator[tuple[int, int, int]]:
     """(row, start, stop) over positions 1..length-1 of each row, LOGPROB_CHUNK_ROWS positions at a time
     (position t reads the logits at t - 1, so each chunk is a contiguous block of one row's logits)."""
     for row in range(batch):

@@ -36,6 +36,7 @@ import torch
 from transformers import DynamicCache
 
 from agentrl.trainer.configs import UpdateConfig
+from agentrl.trainer.fused_head import head_token_logprobs, hidden_states_only
 from agentrl.trainer.losses import sampled_token_logprobs
 from agentrl.trainer.parallel import DataParallel
 from agentrl.trainer.samples import (
@@ -85,14 +86,28 @@ def collate_pack(samples: Sequence[TrainSample], pack: Pack, pad_id: int) -> dic
 @dataclasses.dataclass(frozen=True)
 class PackLogits:
     """A micro batch's logits: `rows` [B, S, V] of its input rows (the suffix rows of a pack) and, for a pack
-    that trains its prefix (`samples.trains_prefix`), `prefix` [1, K, V] of the prefix; else None."""
+    that trains its prefix (`samples.trains_prefix`), `prefix` [1, K, V] of the prefix; else None. With
+    `head` (`update.fused_head`), `rows` and `prefix` are the hidden states ([B, S, H], [1, K, H]) that the
+    head's weight `head` ([V, H]) projects, and the log-probs are taken chunk by chunk (`fused_head`)."""
 
     rows: torch.Tensor
     prefix: torch.Tensor | None = None
+    head: torch.Tensor | None = None
 
 
-def pack_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> PackLogits:
-    """The logits of a collated batch: its rows', plus its prefix's where the pack trains prefix tokens."""
+def pack_logits(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], fused_head: bool = False
+) -> PackLogits:
+    """The logits of a collated batch: its rows', plus its prefix's where the pack trains prefix tokens;
+    with `fused_head`, the hidden states and the head's weight in their place (`PackLogits`)."""
+    if not fused_head:
+        return _pack_logits(model, batch)
+    with hidden_states_only(model) as weight:
+        states = _pack_logits(model, batch)
+    return dataclasses.replace(states, head=weight)
+
+
+def _pack_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> PackLogits:
     if trains_prefix(batch):
         prefix, rows = prefix_and_row_logits(
             model, batch["prefix_ids"], batch["input_ids"], batch["attention_mask"]
@@ -109,11 +124,22 @@ def pack_token_logprobs(
     ([B, K + S]: the prefix's values, read from its own logits, in every row; the loss mask keeps the
     owner's). Every row's position 0 holds 0, as it does unshared for the first token of a sequence; for a
     suffix row that token K is trained in no member (`samples.shared_length`)."""
-    logprobs, entropy = sampled_token_logprobs(logits.rows, batch["input_ids"], temperature)
+    logprobs, entropy = _token_logprobs(logits.rows, logits.head, batch["input_ids"], temperature)
     if logits.prefix is None:
         return logprobs, entropy
-    head_logprobs, head_entropy = sampled_token_logprobs(logits.prefix, batch["prefix_ids"], temperature)
+    head_logprobs, head_entropy = _token_logprobs(
+        logits.prefix, logits.head, batch["prefix_ids"], temperature
+    )
     return along_columns(logprobs, head_logprobs), along_columns(entropy, head_entropy)
+
+
+def _token_logprobs(
+    found: torch.Tensor, head: torch.Tensor | None, ids: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs and entropies from logits, or from hidden states and the head's weight."""
+    if head is None:
+        return sampled_token_logprobs(found, ids, temperature)
+    return head_token_logprobs(found, head, ids, temperature)
 
 
 def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -38,6 +38,7 @@ import torch
 from agentrl.cpu import native_cpu_bf16
 from agentrl.errors import ConfigError
 from agentrl.trainer.configs import Aggregation, LossConfig, OptimConfig, UpdateConfig
+from agentrl.trainer.fused_head import fused_head_where_supported
 from agentrl.trainer.losses import LOG_RATIO_CLAMP, aggregation_weight, policy_loss
 from agentrl.trainer.optim import clip_and_step
 from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
@@ -138,6 +139,7 @@ def ppo_update_and_logprobs(
         raise ConfigError("loss.kl_coef > 0 needs a reference model; pass ref_model or set kl_coef to 0")
     grad_clip = (optim_cfg or OptimConfig()).grad_clip
     update_cfg = sharing_where_supported(update_cfg, model, ref_model, parallel)
+    update_cfg = fused_head_where_supported(update_cfg, (model, ref_model), parallel.world_size)
     tally = _Tally()
     kept: dict[int, torch.Tensor] = {}
     if loss_cfg.tis_cap > 0:
@@ -197,6 +199,7 @@ def with_tis_weights(
     the mean weight and the share of tokens at the cap."""
     model.eval()
     update_cfg = sharing_where_supported(update_cfg, model, None, SINGLE_PROCESS)
+    update_cfg = fused_head_where_supported(update_cfg, (model,), 1)
     out = list(samples)
     tally = _Tally()
     device = model_device(model)
@@ -204,7 +207,7 @@ def with_tis_weights(
         collated = collate_pack(samples, pack, pad_id)  # on the CPU, where `trainer` is brought
         batch = to_device(collated, device)
         with _autocast(update_cfg.autocast_bf16):
-            logits = pack_logits(model, batch)
+            logits = pack_logits(model, batch, update_cfg.fused_head)
         trainer = pack_token_logprobs(logits, batch, temperature)[0].cpu()
         mask = collated["loss_mask"]
         log_ratio = (trainer - collated["old_logprobs"]).clamp(max=LOG_RATIO_CLAMP)
@@ -345,8 +348,12 @@ def _micro_batch_loss(
     """The micro batch's loss, its token-mean metrics, its aggregated ones (kl, and entropy when it is the
     bonus: `aggregate`d as the loss is), and its log-probs at the loss columns ([B, T], with their graph)."""
     with _autocast(update_cfg.autocast_bf16):
-        logits = pack_logits(model, batch)
-        ref_logprobs = _reference_logprobs(ref_model, batch, temperature) if ref_model is not None else None
+        logits = pack_logits(model, batch, update_cfg.fused_head)
+        ref_logprobs = (
+            _reference_logprobs(ref_model, batch, temperature, update_cfg.fused_head)
+            if ref_model is not None
+            else None
+        )
     mask = batch["loss_mask"]
     # chunked: no fp32 copy of the [B, L, vocab] logits; the entropies carry a gradient only for the bonus
     new_logprobs, entropy = pack_token_logprobs(logits, batch, temperature)
@@ -400,9 +407,9 @@ def effective_sample_size(weight_mean: float, weight_sq_mean: float) -> float:
 
 @torch.no_grad()
 def _reference_logprobs(
-    ref_model: torch.nn.Module, batch: dict[str, torch.Tensor], temperature: float
+    ref_model: torch.nn.Module, batch: dict[str, torch.Tensor], temperature: float, fused_head: bool
 ) -> torch.Tensor:
-    return pack_token_logprobs(pack_logits(ref_model, batch), batch, temperature)[0]
+    return pack_token_logprobs(pack_logits(ref_model, batch, fused_head), batch, temperature)[0]
 
 
 def _autocast(enabled: bool) -> AbstractContextManager[Any]:

@@ -474,3 +474,44 @@ def test_segments_of_a_context_window_share_the_first_prompt_and_update_as_unsha
     assert any(pack.shared == FIRST_PROMPT - 1 and len(pack.indices) > 1 for pack in packs)
     plain = run(samples, dataclasses.replace(update, shared_prefix=False))
     assert_equal_updates(run(samples, update), plain)
+
+
+@pytest.mark.parametrize(
+    ("loss", "micro_batch_size", "shared"),
+    [
+        (LossConfig(), 4, True),
+        (LossConfig(kl_coef=0.1, entropy_coef=0.01), 4, True),
+        (LossConfig(entropy_coef=0.01, aggregation="seq_mean_token_mean"), 2, False),
+        (LossConfig(tis_cap=1.5), 3, True),
+    ],
+)
+def test_the_fused_head_update_equals_the_whole_logits_one(
+    loss: LossConfig, micro_batch_size: int, shared: bool
+) -> None:
+    """`update.fused_head` (no [B, L, vocab] logits) on flat groups and trees, the prefix's own logits
+    included: the same loss metrics and gradients as projecting whole logits."""
+    samples = tree_and_flat()
+    update = UpdateConfig(micro_batch_size=micro_batch_size, min_shared_tokens=8, shared_prefix=shared)
+    whole = run(samples, update, loss)
+    assert_equal_updates(run(samples, dataclasses.replace(update, fused_head=True), loss), whole)
+
+
+def test_the_fused_head_reaches_the_head_under_lora_and_puts_it_back() -> None:
+    samples = two_groups()
+    update = UpdateConfig(min_shared_tokens=8)
+    assert_equal_updates(
+        run(samples, dataclasses.replace(update, fused_head=True), lora=True), run(samples, update, lora=True)
+    )
+    model = tiny_model()
+    head = model.get_output_embeddings()
+    optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-2))
+    ppo_update(
+        model,
+        optimizer,
+        scheduler,
+        samples,
+        PAD_ID,
+        LossConfig(),
+        dataclasses.replace(update, fused_head=True),
+    )
+    assert model.get_output_embeddings() is head

@@ -97,6 +97,21 @@ def test_a_seeded_second_turn_is_the_same_with_or_without_its_cached_first_turn(
     assert same(cached, fresh)
 
 
+def test_released_memory_is_rebuilt_and_decoding_continues_unchanged() -> None:
+    """`release_memory` (before an update) drops the batch KV, the prefix cache and the compute copy;
+    the next request rebuilds them and decodes exactly as a fresh engine does."""
+    engine = new_engine("bfloat16")
+    first = engine.generate_batch([prompt(engine, 0)], SEEDED)[0]
+    scheduler = engine.scheduler
+    assert scheduler._kv is not None and scheduler._weights is not None and len(scheduler.prefix_cache) > 0
+    engine.release_memory()
+    assert scheduler._kv is None and scheduler._weights is None and len(scheduler.prefix_cache) == 0
+    again = engine.generate_batch([prompt(engine, 0)], SEEDED)[0]
+    assert same(again, first)
+    engine.scheduler.submit(prompt(engine, 1), SEEDED)  # a request in flight: nothing is dropped
+    assert scheduler.release() is False and scheduler._weights is not None
+
+
 def test_unseeded_kv_is_not_reused_by_a_seeded_request() -> None:
     engine = new_engine("bfloat16")
     unseeded = SamplingParams(temperature=1.0, max_new_tokens=4, stop=())

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from agentrl.errors import ConfigError
-from agentrl.study.gonogo import load_gonogo, settled, spec_kind, table, verdict
+from agentrl.study.gonogo import borrowed_evaluations, load_gonogo, settled, spec_kind, table, verdict
+from agentrl.study.runner import Layout, write_record
 from agentrl.study.signal import advantage_comparison, compare_advantages, part_start_signal, success_summary
 from agentrl.types import Action, Episode, Turn
 
@@ -58,6 +59,7 @@ def write(tmp_path: Path, data: dict[str, Any]) -> Path:
         ),
         ({"batch": False}, "reads the batch: set study.batch to true"),
         ({"gigpo_options": ["gamma"]}, "is not key=value"),
+        ({"variants": [{"name": "base", "evaluations_from": "gonogo8"}]}, "must be STUDY/VARIANT"),
         ({"gigpo_options": ["gama=0.5"]}, "gama"),
         (
             {"variants": [{"name": "base"}, {"name": "grpo-400", "evaluate": False}]},
@@ -215,3 +217,28 @@ def test_the_batch_comparison_runs_gigpo_with_the_options_its_arm_will_use() -> 
     assert default["gigpo_options"] == {} and halved["gigpo_options"] == {"gamma": 0.5}
     assert halved["advantages"]["gigpo"] != default["advantages"]["gigpo"]
     assert halved["advantages"]["grpo"] == default["advantages"]["grpo"]
+
+
+def test_evaluations_are_borrowed_only_from_the_same_model_on_the_same_held_out_set(tmp_path: Path) -> None:
+    """`evaluations_from`: another go/no-go's evaluations of the same model, task, held-out set and
+    decodings are taken as they are; any difference, or an unfinished record, is refused with the fix."""
+    evaluations = [{"temperature": t, "per_part_success": 0.3 + t} for t in (0.0, 0.3, 0.5)]
+    (tmp_path / "earlier").mkdir()
+    write(tmp_path / "earlier", {**GOOD, "decodings": [0.0, 0.3, 0.5]})
+    later = tmp_path / "later"
+    later.mkdir()
+    borrowing = {**GOOD, "variants": [{"name": "base", "evaluations_from": "earlier/base"}]}
+    spec = load_gonogo(write(later, borrowing))
+    with pytest.raises(ConfigError, match="has not finished its evaluations"):
+        borrowed_evaluations(spec, Layout(later), spec.variants[0])
+    write_record(Layout(tmp_path / "earlier"), "base", {"variant": "base", "evaluations": evaluations})
+    assert borrowed_evaluations(spec, Layout(later), spec.variants[0]) == [evaluations[0], evaluations[2]]
+    for change in ({"eval_tasks": 64}, {"task": "calc"}, {"overrides": ["sampling.top_p=0.9"]}):
+        other = load_gonogo(write(later, {**borrowing, **change}))
+        with pytest.raises(ConfigError, match="is another measurement"):
+            borrowed_evaluations(other, Layout(later), other.variants[0])
+    missing = load_gonogo(
+        write(later, {**borrowing, "variants": [{"name": "b", "evaluations_from": "x/base"}]})
+    )
+    with pytest.raises(ConfigError, match="not a study here"):
+        borrowed_evaluations(missing, Layout(later), missing.variants[0])

@@ -11,8 +11,10 @@ log_softmax(logits / T) of the sampled ids (T = 1 for greedy), end-of-turn/eos a
 
 Like `HFEngine`, it samples with the very module the trainer optimises (`engine.model`), through a compute
 copy of its weights (bf16 with dithered rounding, or fp32): `load_weights` after every update (the trainer
-calls it) rebuilds that copy and empties the prefix cache. Parameter version counters are checked too, but
-they are not enough: torch's fused AdamW updates parameters without bumping them.
+calls it) rebuilds that copy and empties the prefix cache. Before the update (`release_memory`) the batch
+KV, the prefix cache and the compute copy are dropped, so the update's activations never sit beside them.
+Parameter version counters are checked too, but they are not enough: torch's fused AdamW updates
+parameters without bumping them.
 
 What this is not: a GPU engine (use vLLM there) or a general model runner: non-Llama models are refused with
 `ModelError` (use `make_engine` to fall back to `HFEngine`). In bf16 (the default where the CPU multiplies
@@ -59,6 +61,16 @@ class CachedEngine(InProcessWeights):
         """New weights (or the module updated in place): the compute copy is rebuilt before the next step."""
         super().load_weights(weights)
         self.scheduler.invalidate_weights()
+
+    def release_memory(self) -> None:
+        """Before an update: the batch KV, the prefix cache and the compute copy of the weights are dropped
+        (rebuilt at the next request) when no request is in flight (`BatchScheduler.release`), unless
+        `engine.cached.release_for_update` is false."""
+        if self.config.release_for_update:
+            self.scheduler.release()
+
+    def retake_memory(self) -> None:
+        """Nothing to take back now: what `release_memory` dropped is rebuilt at the next request."""
 
     @property
     def stats(self) -> SchedulerStats:

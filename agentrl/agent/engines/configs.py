@@ -57,6 +57,9 @@ class CachedEngineConfig:
                        weights, not on what it is batched with or when it arrives (`llama_kernels.forward(
                        exact=True)`: slower steps while such a request runs); false: a seed fixes only the
                        sampler's random numbers
+    release_for_update: drop the batch KV, the prefix cache and the compute copy of the weights before each
+                       update (rebuilt at the next request), so that the update's activations do not sit
+                       beside them; false keeps them (bench/memory.py measures what it saves)
     """
 
     max_batch: int = 32
@@ -67,6 +70,7 @@ class CachedEngineConfig:
     max_prefill_waste: float = 0.5
     max_wait_s: float = 0.005
     deterministic: bool = True
+    release_for_update: bool = True
 
     def __post_init__(self) -> None:
         if self.precision not in ("auto", "bfloat16", "float32"):

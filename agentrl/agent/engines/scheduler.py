@@ -147,6 +147,18 @@ class BatchScheduler:
             self._waiting = [sequence for sequence in self._waiting if sequence.handle != handle]
             self._free_rows([row for row, sequence in enumerate(self._running) if sequence.handle == handle])
 
+    def release(self) -> bool:
+        """Before an update: drop the batch KV tensor, the prefix cache and the compute copy of the weights,
+        each rebuilt at its next use (an update changes the weights, which empties the cache anyway), so
+        that the update's activations do not sit beside them. Nothing is dropped while requests wait or
+        run (an async loop keeps sampling during its update); whether it dropped them."""
+        with self._lock:
+            if self.busy:
+                return False
+            self._kv, self._weights, self._shared, self._shared_members = None, None, 0, ()
+            self.prefix_cache.clear()
+            return True
+
     def reset(self) -> None:
         """Drop every request and the batch KV (the prefix cache is kept)."""
         with self._lock:
