@@ -5,14 +5,14 @@
     .venv/bin/python bench/memory.py --task calc --quick # 1 task x 2 episodes per step: a smoke run
 
 What this is: for each setting (`SETTINGS`: the defaults; the engine's caches kept through the update;
-activation checkpointing; the fused output head; both), one `agentrl train` step as a child process (so each
-starts from an empty process), reading back from its metrics.jsonl the step's per-phase peaks
-(`memory/rollout_peak_mb`, `memory/update_peak_mb`, `memory/step_peak_mb`: agentrl/trainer/peak_memory.py),
-its `update_s`, and the child's peak resident size over the whole run (its `ru_maxrss`: the load and
-evaluation phases included). The same-run baseline is the defaults' row: each other setting's memory and
-seconds are given as ratios to it. The training state of the model, weights + gradients + two Adam moments
-in fp32 (16 bytes a parameter), is the yardstick the issue names (a step at most twice it). The allocator is
-named (`agentrl.memory.choose_allocator`).
+activation checkpointing; the fused output head; both; the optimiser's moments in bf16), one `agentrl train`
+step as a child process (so each starts from an empty process), reading back from its metrics.jsonl the
+step's per-phase peaks (`memory/rollout_peak_mb`, `memory/update_peak_mb`, `memory/step_peak_mb`:
+agentrl/trainer/peak_memory.py), its `update_s`, and the child's peak resident size over the whole run (its
+`ru_maxrss`: the load and evaluation phases included). The same-run baseline is the defaults' row: each
+other setting's memory and seconds are given as ratios to it. The training state of the model, weights +
+gradients + two Adam moments in fp32 (16 bytes a parameter), is the yardstick the issue names (a step at
+most twice it). The allocator is named (`agentrl.memory.choose_allocator`).
 
 Plan 3b's step is calc-chain with `env.kwargs.end_part_on_repeat=true`, training temperature 0.5
 (studies/calc-chain-plan3b/study.yaml); `make demo`'s is configs/calc.yaml. Evaluation is off: it is not
@@ -45,6 +45,7 @@ SETTINGS = {
     "activation_checkpointing": ["update.activation_checkpointing=true"],
     "fused_head": ["update.fused_head=true"],
     "fused_head_checkpointing": ["update.fused_head=true", "update.activation_checkpointing=true"],
+    "bf16_optimizer_state": ["optim.state_dtype=bfloat16"],
 }
 QUICK = ["train.tasks_per_step=1", "train.group_size=2", "rollout.max_turns=4"]
 PARAMETERS_135M = 134_515_008  # SmolLM2-135M-Instruct's parameter count (tied embeddings counted once)

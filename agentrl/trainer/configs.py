@@ -62,6 +62,9 @@ class OptimConfig:
     betas:        AdamW's (beta1, beta2)
     grad_clip:    the global gradient norm is clipped to this; <= 0 disables clipping
     warmup_steps: optimiser steps over which the lr ramps up linearly from lr / warmup_steps; 0: none
+    state_dtype:  float32 (torch's AdamW) | bfloat16 (the two moments in bf16, stochastically rounded:
+                  half the optimiser's memory; its effect on learning is not measured yet, so not the
+                  default: `agentrl/trainer/bf16_adamw.py`)
     """
 
     lr: float = 1e-6
@@ -69,6 +72,11 @@ class OptimConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = 1.0
     warmup_steps: int = 0
+    state_dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.state_dtype not in ("float32", "bfloat16"):
+            raise ConfigError(f"optim.state_dtype={self.state_dtype!r} is unknown; use float32 or bfloat16")
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,13 @@ from typing import Any
 
 import torch
 
+from agentrl.trainer.bf16_adamw import BF16StateAdamW
 from agentrl.trainer.configs import OptimConfig
 
 
 def make_optimizer(
     model: torch.nn.Module, config: OptimConfig
-) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW over the trainable parameters, and a LambdaLR that warms the lr up linearly.
 
     The fused AdamW kernel (one pass per parameter, no temporaries) is used wherever torch has it: on CPU the
@@ -34,9 +35,12 @@ def make_optimizer(
     return optimizer, scheduler
 
 
-def adamw(params: Sequence[torch.nn.Parameter], config: OptimConfig) -> torch.optim.AdamW:
-    """torch's fused AdamW over `params`, or its default implementation where there is no fused kernel."""
+def adamw(params: Sequence[torch.nn.Parameter], config: OptimConfig) -> torch.optim.Optimizer:
+    """torch's fused AdamW over `params`, or its default implementation where there is no fused kernel;
+    with `state_dtype=bfloat16`, `BF16StateAdamW` (the same rule, bf16 moments)."""
     settings: dict[str, Any] = {"lr": config.lr, "betas": config.betas, "weight_decay": config.weight_decay}
+    if config.state_dtype == "bfloat16":
+        return BF16StateAdamW(params, **settings)
     try:
         return torch.optim.AdamW(params, fused=True, **settings)
     except (RuntimeError, ValueError):  # a device or tensor type the fused kernel does not support
