@@ -47,11 +47,16 @@ def figure(name: str, result: Mapping[str, Any]) -> str:
         return f"grad norm {result['grad_norm']:.3f}, reload difference {result['reload_difference']:g}"
     if name == "checkpoint_resume":
         return f"resume difference {result['difference']:g}"
-    if name.startswith("throughput"):
+    if name.startswith("update_profile"):
+        shares = ", ".join(f"{key} {100 * value:.0f}%" for key, value in result["shares"].items())
+        return f"one update {result['update_s']:.2f} s ({result['dtype']}): {shares}"
+    if name.startswith(("throughput", "shape_")):
+        peak = f", peak {result['cuda_peak_gib']:.1f} GiB" if "cuda_peak_gib" in result else ""
         return (
             f"update {result['update_tokens_per_s']:,.0f} tok/s (MFU {100 * result['update_mfu']:.2f}%), "
             f"rollout {result['rollout_tokens_per_s']:,.0f} tok/s (MFU {100 * result['rollout_mfu']:.4f}%), "
             f"{result['dtype']}, of the {result['peak_bf16_tflops']:.0f} TFLOP/s bf16 matmul peak it measured"
+            f"{peak}"
         )
     return ""
 

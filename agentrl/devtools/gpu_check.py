@@ -43,14 +43,19 @@ CHECKS = (
     "checkpoint_resume",
     "throughput",
     "throughput_smollm2_shape",
+    "shape_1.7b_lora",
+    "shape_1.7b_full",
+    "update_profile_1.7b",
 )
 """Every check, in the order they run."""
 
 
 def run_check(name: str, device: torch.device, workdir: Path, sizes: Sizes) -> dict[str, Any]:
     """Check `name`'s result (imported here: the skip path must not need agentrl's dependencies)."""
+    from agentrl.devtools import gpu_profile as big
     from agentrl.devtools import gpu_update_checks as update
 
+    dtype, small = gpu_checks.training_dtype(device), sizes == SMALL
     checks: dict[str, Callable[[], dict[str, Any]]] = {
         "train_grpo": lambda: gpu_checks.check_trainer(device, workdir, sizes, "grpo"),
         "train_gigpo": lambda: gpu_checks.check_trainer(device, workdir, sizes, "gigpo"),
@@ -63,6 +68,9 @@ def run_check(name: str, device: torch.device, workdir: Path, sizes: Sizes) -> d
         "throughput_smollm2_shape": lambda: update.check_throughput(
             device, sizes, gpu_checks.training_dtype(device), gpu_checks.SMOLLM2_135M_SHAPE
         ),
+        "shape_1.7b_lora": lambda: big.check_big_shape(device, sizes, dtype, small, lora_rank=16),
+        "shape_1.7b_full": lambda: big.check_big_shape(device, sizes, dtype, small, lora_rank=0),
+        "update_profile_1.7b": lambda: big.check_update_profile(device, sizes, dtype, small),
     }
     return checks[name]()
 
@@ -179,7 +187,7 @@ def throughput_lines(report: dict[str, Any]) -> list[str]:
     """update and rollout tokens/s and MFU of each throughput check that passed."""
     return [
         line
-        for name in ("throughput", "throughput_smollm2_shape")
+        for name in ("throughput", "throughput_smollm2_shape", "shape_1.7b_lora", "shape_1.7b_full")
         if (line := throughput_line(name, report["checks"].get(name, {}))) is not None
     ]
 

@@ -282,18 +282,27 @@ def check_throughput(
     against that peak (training 6N + 12 * layers * hidden * sequence FLOPs a token, sampling 2N). The model
     is the tiny Llama of `sizes`, or a random one of `shape`'s sizes (e.g. SmolLM2-135M's); its tokens are
     random ids of its vocabulary (the byte tokenizer decodes the ones past its own to nothing)."""
+    tokenizer = byte_tokenizer()
+    pad = tokenizer.pad_token_id
+    built = tiny_llama(sizes, len(tokenizer), pad_id=pad) if shape is None else shaped_llama(shape, pad)
+    return measure_throughput(built.to(device, dtype), device, sizes, dtype)
+
+
+def measure_throughput(
+    model: Any, device: torch.device, sizes: Sizes, dtype: torch.dtype, fused_head: bool = False
+) -> dict[str, Any]:
+    """`check_throughput`'s measurement of a built `model` (on `device`, in `dtype`); `fused_head` runs the
+    update with `update.fused_head` (the bigger shapes' checks, `gpu_profile.py`)."""
     from agentrl.agent.engines.base import SamplingParams
     from agentrl.agent.engines.hf import HFEngine
 
     peak = matmul_peak_flops(device, sizes.peak_size)
     tokenizer = byte_tokenizer()
-    pad = tokenizer.pad_token_id
-    built = tiny_llama(sizes, len(tokenizer), pad_id=pad) if shape is None else shaped_llama(shape, pad)
-    model = built.to(device, dtype)
-    layers, hidden = model.config.num_hidden_layers, model.config.hidden_size
+    config = getattr(model, "config", None) or model.get_base_model().config
+    layers, hidden = config.num_hidden_layers, config.hidden_size
     params = matmul_parameters(model)
-    samples = random_samples(model.config.vocab_size, count=sizes.batch, length=sizes.sequence)
-    update_cfg = UpdateConfig(micro_batch_size=8, mini_batches=1)
+    samples = random_samples(config.vocab_size, count=sizes.batch, length=sizes.sequence)
+    update_cfg = UpdateConfig(micro_batch_size=8, mini_batches=1, fused_head=fused_head)
     optimizer, scheduler = make_optimizer(model, OptimConfig(lr=1e-5))
     ppo_update(model, optimizer, scheduler, samples, 0, LossConfig(), update_cfg)  # warm-up
     update_tokens = sum(sample.num_tokens for sample in samples)
