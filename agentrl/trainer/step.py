@@ -74,9 +74,17 @@ class Learner:
 
     def update(self, samples: Sequence[TrainSample] | None) -> UpdateResult:
         """One PPO-clip update over `samples`, with the trainer's log-probs of their tokens
-        (`update.ppo_update_and_logprobs`); no metrics (nothing changes) when no sample carries a signal."""
+        (`update.ppo_update_and_logprobs`); no metrics (nothing changes) when no sample carries a signal.
+        The gradients are dropped after it (the next update starts from none), so that they do not sit
+        beside the next step's rollouts (a copy of the weights' size in fp32)."""
         if not samples:
             return UpdateResult({})
+        try:
+            return self._update(samples)
+        finally:
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def _update(self, samples: Sequence[TrainSample]) -> UpdateResult:
         config = self.config
         return ppo_update_and_logprobs(
             self.policy,

@@ -184,6 +184,7 @@ def check_and_train(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, 
     metrics = learner.update(samples).metrics
     assert metrics["tokens"] > 0 and abs(metrics["sampler_abs_log_ratio"]) < 0.01
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert all(p.grad is None for p in model.parameters())  # dropped: they would sit beside the rollouts
 
 
 def test_openai_client_harness_on_a_tiny_engine_records_segments_and_trains(tmp_path: Path) -> None:

@@ -118,11 +118,12 @@ for plugin in metadata.entry_points(group="agentrl.envs"):
     if plugin.name == "maze":
         plugin.load()
 tops = {name.split(".")[0] for name in sys.modules} - set(sys.stdlib_module_names)
-print(json.dumps(sorted({d for top in tops for d in metadata.packages_distributions().get(top, [])})))
+owners = metadata.packages_distributions()  # once: it scans every installed distribution
+print(json.dumps(sorted({d for top in tops for d in owners.get(top, [])})))
 """
 
 
-@pytest.mark.slow  # imports the whole trainer and service in a fresh process: 30-60 s on the shared CPU
+@pytest.mark.slow  # imports the whole trainer and service in a fresh process
 def test_every_distribution_the_check_imports_is_a_wheel_or_the_gpu_machines_own() -> None:
     """What the check (and the env service it starts) imports is covered, at the versions installed here;
     optional imports that are missing here are missing there too, which their importers tolerate."""
