@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -59,6 +60,24 @@ def write_demos(repo_root: Path, tmp_path: Path, model: Path, name: str, policy:
     return path
 
 
+@pytest.fixture(scope="module")
+def scripted_demos(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
+    """Six scripted maze demonstrations, written once by `agentrl demos` for the tests below that only read
+    them (each takes its own copy: `demos_copy`); the recipe's test writes and replays its own."""
+    folder = tmp_path_factory.mktemp("scripted-demos")
+    return write_demos(Path(__file__).resolve().parents[2], folder, tiny_model, "demos", "scripted", 6)
+
+
+def demos_copy(demos: Path, tmp_path: Path, count: int) -> Path:
+    """The first `count` of the shared demonstrations, with their manifest, in this test's own folder."""
+    folder = tmp_path / "runs" / "demos"
+    folder.mkdir(parents=True)
+    lines = demos.read_text().splitlines()[:count]
+    (folder / "demos.jsonl").write_text("\n".join(lines) + "\n")
+    shutil.copy(demos.parent / "demos.json", folder / "demos.json")
+    return folder / "demos.jsonl"
+
+
 @pytest.mark.slow  # four CLI runs: 76 s on the shared 2-core CPU
 def test_demos_then_sft_then_rl_from_the_sft_model(repo_root: Path, tmp_path: Path, tiny_model: Path) -> None:
     demos = write_demos(repo_root, tmp_path, tiny_model, "demos", "scripted", 6)
@@ -97,9 +116,9 @@ def test_demos_then_sft_then_rl_from_the_sft_model(repo_root: Path, tmp_path: Pa
 
 
 def test_sft_refuses_demonstrations_of_held_out_tasks(
-    repo_root: Path, tmp_path: Path, tiny_model: Path
+    repo_root: Path, tmp_path: Path, tiny_model: Path, scripted_demos: Path
 ) -> None:
-    demos = write_demos(repo_root, tmp_path, tiny_model, "demos", "scripted", 2)
+    demos = demos_copy(scripted_demos, tmp_path, 2)
     heldout = json.loads((repo_root / "tasks/maze/level1/heldout.jsonl").open().readline())["id"]
     lines = demos.read_text().splitlines()
     leaked = {**json.loads(lines[0]), "task_id": heldout}
@@ -111,8 +130,10 @@ def test_sft_refuses_demonstrations_of_held_out_tasks(
 
 
 @pytest.mark.slow
-def test_sft_with_two_fsdp2_ranks(repo_root: Path, tmp_path: Path, tiny_model: Path) -> None:
-    demos = write_demos(repo_root, tmp_path, tiny_model, "demos", "scripted", 4)
+def test_sft_with_two_fsdp2_ranks(
+    repo_root: Path, tmp_path: Path, tiny_model: Path, scripted_demos: Path
+) -> None:
+    demos = demos_copy(scripted_demos, tmp_path, 4)
     args = ["sft", "--task", "maze", "--demos", str(demos), "name=sft2", "sft.epochs=1", "sft.batch_size=4"]
     ranks = ["trainer.nproc=2", "trainer.checkpoint_every=1"]
     result = run_cli([*args, *ranks, *common(tmp_path, tiny_model)], repo_root)
@@ -122,11 +143,13 @@ def test_sft_with_two_fsdp2_ranks(repo_root: Path, tmp_path: Path, tiny_model: P
 
 
 @pytest.mark.slow
-def test_sft_with_lora_saves_the_adapters_merged(repo_root: Path, tmp_path: Path, tiny_model: Path) -> None:
+def test_sft_with_lora_saves_the_adapters_merged(
+    repo_root: Path, tmp_path: Path, tiny_model: Path, scripted_demos: Path
+) -> None:
     from agentrl.model_config import ModelConfig
     from agentrl.models import has_adapters, load_model
 
-    demos = write_demos(repo_root, tmp_path, tiny_model, "demos", "scripted", 2)
+    demos = demos_copy(scripted_demos, tmp_path, 2)
     args = ["sft", "--task", "maze", "--demos", str(demos), "name=lora", "sft.epochs=1", "model.lora.rank=4"]
     result = run_cli([*args, "eval.before=false", *common(tmp_path, tiny_model)], repo_root)
     assert result.returncode == 0, result.stderr[-3000:]
