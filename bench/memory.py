@@ -1,18 +1,19 @@
-"""Where a training step's memory goes, and what each knob saves: one GRPO step of a task per setting.
+"""Where a training step's memory goes, and what each knob saves: GRPO steps of a task per setting.
 
     .venv/bin/python bench/memory.py --task calc-chain # plan 3b: bench/results/memory_calc-chain.json
     .venv/bin/python bench/memory.py --task calc         # make demo's step: bench/results/memory_calc.json
     .venv/bin/python bench/memory.py --task calc --quick # 1 task x 2 episodes per step: a smoke run
 
 What this is: for each setting (`SETTINGS`: the defaults; the engine's caches kept through the update;
-activation checkpointing; the fused output head; both; the optimiser's moments in bf16), one `agentrl train`
-step as a child process (so each starts from an empty process), reading back from its metrics.jsonl the
-step's per-phase peaks (`memory/rollout_peak_mb`, `memory/update_peak_mb`, `memory/step_peak_mb`:
-agentrl/trainer/peak_memory.py), its `update_s`, and the child's peak resident size over the whole run (its
-`ru_maxrss`: the load and evaluation phases included). The same-run baseline is the defaults' row: each
-other setting's memory and seconds are given as ratios to it. The training state of the model, weights +
-gradients + two Adam moments in fp32 (16 bytes a parameter), is the yardstick the issue names (a step at
-most twice it). The allocator is named (`agentrl.memory.choose_allocator`).
+activation checkpointing; the fused output head; both; the optimiser's moments in bf16; all three), two
+`agentrl train` steps as a child process (so each starts from an empty process), reading back from its
+metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`, `memory/update_peak_mb`,
+`memory/step_peak_mb`: agentrl/trainer/peak_memory.py; the first step holds no optimiser state until its own
+optimiser step, so it is not the steady state), its `update_s`, and the child's peak resident size over the
+whole run (its `ru_maxrss`: the load phase included). The same-run baseline is the defaults' row: each other
+setting's memory and seconds are given as ratios to it. The training state of the model, weights + gradients
++ two Adam moments in fp32 (16 bytes a parameter), is the yardstick the issue names (a step at most twice
+it). The allocator is named (`agentrl.memory.choose_allocator`).
 
 Plan 3b's step is calc-chain with `env.kwargs.end_part_on_repeat=true`, training temperature 0.5
 (studies/calc-chain-plan3b/study.yaml); `make demo`'s is configs/calc.yaml. Evaluation is off: it is not
@@ -46,18 +47,20 @@ SETTINGS = {
     "fused_head": ["update.fused_head=true"],
     "fused_head_checkpointing": ["update.fused_head=true", "update.activation_checkpointing=true"],
     "bf16_optimizer_state": ["optim.state_dtype=bfloat16"],
+    "lean": ["update.fused_head=true", "update.activation_checkpointing=true", "optim.state_dtype=bfloat16"],
 }
 QUICK = ["train.tasks_per_step=1", "train.group_size=2", "rollout.max_turns=4"]
 PARAMETERS_135M = 134_515_008  # SmolLM2-135M-Instruct's parameter count (tied embeddings counted once)
 
 
 def one_step(task: str, overrides: list[str], folder: Path) -> dict[str, Any]:
-    """One training step of `task` under `overrides` in a child process; its memory and seconds."""
+    """Two training steps of `task` under `overrides` in a child process; the second's memory and seconds
+    (the first holds no optimiser state until its optimiser step, so it is not the steady state)."""
     name = f"memory-{len(list(folder.iterdir()))}"
     command = [
         sys.executable, "-m", "agentrl.cli.main", "train", "--task", task,
         f"name={name}", f"runs_dir={folder}", f"store.url=sqlite:///{folder / 'store.db'}",
-        "train.steps=1", "eval.before=false", "eval.after=false", "rollout.seeded_sampling=true",
+        "train.steps=2", "eval.before=false", "eval.after=false", "rollout.seeded_sampling=true",
         "train.seed=0", *overrides,
     ]  # fmt: skip
     with tempfile.TemporaryFile() as log:
@@ -70,7 +73,7 @@ def one_step(task: str, overrides: list[str], folder: Path) -> dict[str, Any]:
             raise SystemExit(f"agentrl train failed ({child.returncode}):\n{tail}")
     peak_kb = usage.ru_maxrss
     metrics = [json.loads(line) for line in (folder / name / "metrics.jsonl").read_text().splitlines()]
-    step = next(row for row in metrics if "memory/step_peak_mb" in row)
+    step = [row for row in metrics if "memory/step_peak_mb" in row][-1]  # the second: optimiser state held
     return {
         "overrides": overrides,
         "rollout_peak_mb": step["memory/rollout_peak_mb"],

@@ -22,7 +22,8 @@ tokens and log-probs are a function of its prompt, seed and the weights. Unseede
 kernels except in steps they share with a seeded one.
 
 What this is not: thread-safe (the async engine calls it from one task, stepping in a worker thread) or a
-memory manager (the KV tensor grows to the longest row seen; `max_cached_tokens` bounds the prefix cache).
+memory manager (the KV tensor grows to the longest row seen and to the rows running, in steps of 8;
+`max_cached_tokens` bounds the prefix cache).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ from agentrl.errors import InvalidPrompt
 _CAPACITY_STEP = 128
 """KV capacity grows in steps of this many tokens; in deterministic mode in steps of `kernels.EXACT_KEYS`,
 since the exact kernels attend over whole key blocks."""
+_ROW_STEP = 8
+"""The batch KV tensor has rows for the sequences running, rounded up to this many (at most `max_batch`): a
+step of 24 episodes holds 24 rows, not 32 (the rows are most of a rollout's memory)."""
 
 
 @dataclass
@@ -381,10 +385,10 @@ class BatchScheduler:
         current = self._kv
         if current is not None and current.shape[2] >= rows and current.shape[4] >= capacity:
             return
-        rows = max(rows, self.config.max_batch)
+        rows = min(self.config.max_batch, -(-rows // _ROW_STEP) * _ROW_STEP)
         capacity = -(-capacity // self._capacity_step) * self._capacity_step
         if current is not None:
-            capacity = max(capacity, current.shape[4])
+            rows, capacity = max(rows, current.shape[2]), max(capacity, current.shape[4])
         grown = kernels.new_cache(weights, rows, capacity)
         if current is not None and self._running:
             longest = max(sequence.length for sequence in self._running)
