@@ -294,10 +294,12 @@ def test_sort_page_and_search_in_chromium(viewer: str) -> None:
         page.locator("nav.crumbs a").nth(1).click()  # back to the run
         page.locator("form.search input[name=task]").fill("calc-42")
         page.locator("form.search button").click()
+        page.wait_for_load_state()  # the click commits the navigation; the table may not be parsed yet
         assert page.locator("#task-results tr").count() == 1 + 11  # header + calc-42's episodes
         page.locator("form.search input[name=task]").fill("")
         page.locator("form.search input[name=q]").fill("wrong: 56")
         page.locator("form.search button").click()
+        page.wait_for_load_state()
         assert page.locator("#text-results tr").count() >= 2
         page.locator("#text-results a").first.click()
         assert page.url.split("#")[-1] == "turn-1" and "wrong: 56" in page.locator("#turn-1").inner_text()
