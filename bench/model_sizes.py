@@ -1,18 +1,20 @@
-"""Bigger shapes on this machine: one GRPO step of a random SmolLM2-360M (full fine-tuning) and of a random
+"""Bigger shapes on this machine: GRPO steps of a random SmolLM2-360M (full fine-tuning) and of a random
 1.7B-shaped Llama (LoRA) on calc-chain, through `agentrl train`, with their peak memory.
 
     .venv/bin/python bench/model_sizes.py            # bench/results/model_sizes.json (about 15 minutes)
     .venv/bin/python bench/model_sizes.py --quick    # the 135M row only: a smoke run
 
-What this is: for each row of `ROWS`, one `agentrl train --task calc-chain` step in a child process
-(`memory.one_step`: its per-phase peaks from metrics.jsonl, its `update_s`, and its whole-run resident peak)
-with `model.random_shape` (agentrl/model_shapes.py: the published configs, random weights, seed 0), beside
-the parameter count, the training state (`model_shapes.training_bytes`) and the fit check's estimate
-(`check_fits`: the state times `ACTIVATION_MARGIN`), so the estimate can be read against the measurement.
-The same-run baseline is the pretrained 135M's step under the same overrides, which turn on the fused head
-and activation checkpointing (`MEMORY_KNOBS`: what a bigger model on this machine runs with). Episodes are
-kept short (one task, two episodes, two turns of at most 64 new tokens): a random model writes no answer, so
-this measures memory and seconds of a step, not learning.
+What this is: for each row of `ROWS`, two `agentrl train --task calc-chain` steps in a child process
+(`memory.one_step`: the second step's per-phase peaks from metrics.jsonl, its `update_s`, and its whole-run
+resident peak) with `model.random_shape` (agentrl/model_shapes.py: the published configs, random weights,
+seed 0), beside the parameter count, the training state (`model_shapes.training_bytes`) and the fit check's
+estimate (`check_fits`: the state times `ACTIVATION_MARGIN`), so the estimate can be read against the
+measurement. The same-run baseline is the pretrained 135M's step under the same overrides, which turn on the
+fused head and activation checkpointing (`MEMORY_KNOBS`: what a bigger model on this machine runs with).
+Episodes are kept short (one task, two episodes, two turns of at most 64 new tokens): a random model writes
+no answer, so this measures memory and seconds of a step, not learning. A small entropy bonus
+(`loss.entropy_coef`) makes every episode a training sample: a random model's group scores all 0, which has
+no PPO signal and would be left out, with no update at all.
 
 What this is not: a learning test, or a GPU measurement (`make test-gpu` has the GPU's rows).
 """
@@ -35,6 +37,7 @@ SHORT = [
     "rollout.max_turns=2",
     "sampling.max_new_tokens=64",
     "update.micro_batch_size=2",
+    "loss.entropy_coef=0.001",  # every episode trained: a random model's groups all score 0 (no PPO signal)
 ]
 MEMORY_KNOBS = ["update.fused_head=true", "update.activation_checkpointing=true"]
 ROWS: dict[str, dict[str, Any]] = {
