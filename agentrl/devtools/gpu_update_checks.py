@@ -298,7 +298,7 @@ def measure_throughput(
 
     peak = matmul_peak_flops(device, sizes.peak_size)
     tokenizer = byte_tokenizer()
-    config = getattr(model, "config", None) or model.get_base_model().config
+    config = model.config  # a peft wrapper forwards it to the model it wraps
     layers, hidden = config.num_hidden_layers, config.hidden_size
     params = matmul_parameters(model)
     samples = random_samples(config.vocab_size, count=sizes.batch, length=sizes.sequence)

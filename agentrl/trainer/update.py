@@ -138,8 +138,7 @@ def ppo_update_and_logprobs(
     if loss_cfg.kl_coef > 0 and ref_model is None:
         raise ConfigError("loss.kl_coef > 0 needs a reference model; pass ref_model or set kl_coef to 0")
     grad_clip = (optim_cfg or OptimConfig()).grad_clip
-    update_cfg = sharing_where_supported(update_cfg, model, ref_model, parallel)
-    update_cfg = fused_head_where_supported(update_cfg, (model, ref_model), parallel.world_size)
+    update_cfg = where_supported(update_cfg, model, ref_model, parallel)
     tally = _Tally()
     kept: dict[int, torch.Tensor] = {}
     if loss_cfg.tis_cap > 0:
@@ -198,8 +197,7 @@ def with_tis_weights(
     expression with w A, so the loss itself is unchanged. Also returns the mismatch metrics of that pass,
     the mean weight and the share of tokens at the cap."""
     model.eval()
-    update_cfg = sharing_where_supported(update_cfg, model, None, SINGLE_PROCESS)
-    update_cfg = fused_head_where_supported(update_cfg, (model,), 1)
+    update_cfg = where_supported(update_cfg, model, None, SINGLE_PROCESS)
     out = list(samples)
     tally = _Tally()
     device = model_device(model)
@@ -313,7 +311,7 @@ def loss_step(
     NLL): the same micro batches and shared-prefix packs, data-parallel scaling and fillers, aggregation
     weights, clipping, schedule step and metrics as one mini batch of `ppo_update`. The model is in train
     mode during the step and in eval mode after it."""
-    update_cfg = sharing_where_supported(update_cfg, model, None, parallel)
+    update_cfg = where_supported(update_cfg, model, None, parallel)
     loss_cfg = LossConfig(aggregation=aggregation)
     model.train()
     try:
@@ -325,6 +323,18 @@ def loss_step(
         model.eval()
     tokens = float(sum(sample.num_sampled_tokens for sample in samples))
     return {**metrics, "grad_norm": grad_norm, "tokens": tokens}
+
+
+def where_supported(
+    update_cfg: UpdateConfig,
+    model: torch.nn.Module,
+    ref_model: torch.nn.Module | None,
+    parallel: DataParallel,
+) -> UpdateConfig:
+    """`update_cfg` with each speed-up the models or the ranks cannot run turned off, saying why once: the
+    shared-prefix forward (`sharing_where_supported`) and the fused head (`fused_head_where_supported`)."""
+    update_cfg = sharing_where_supported(update_cfg, model, ref_model, parallel)
+    return fused_head_where_supported(update_cfg, (model, ref_model), parallel.world_size)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
