@@ -67,7 +67,13 @@ class HarnessConfig:
         return bool(self.target or self.command)
 
 
-BRANCH_ON = ("turns", "entropy")
+BRANCH_ON = ("turns", "entropy", "parts")
+LEVEL_NAMES = {
+    "turns": "branch turn(s)",
+    "entropy": "branch point(s) per path",
+    "parts": "part boundary(ies)",
+}
+"""What `TreeConfig.width_for`'s error calls the levels, per `branch_on`."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,9 @@ class TreeConfig:
                        is chosen while the branch plays, at the first turn in its window whose first token's
                        entropy (`Completion.first_token_entropy`; the cached and hf engines report it)
                        exceeds the tree's turn-0 value by more than `entropy_threshold`, else at the window's
-                       last turn (docs/tree_rollouts.md, "Branching on entropy")
+                       last turn (docs/tree_rollouts.md, "Branching on entropy"); "parts": every branch forks
+                       at the start of an env part, after the `branch_parts`-th env boundary
+                       (docs/tree_rollouts.md, "Branching at part boundaries")
     branch_points:     "entropy" only: branch points on every root-to-leaf path (the levels)
     min_turn:          "entropy" only: the earliest turn a branch point may be (>= 1: after a tool result)
     max_turn:          "entropy" only: the last turn a branch point may be; 0: `rollout.max_turns` - 1. With
@@ -97,6 +105,11 @@ class TreeConfig:
                        sampler seed; their leaves form one group, so the group term compares the trees and
                        the turns before the first branch point (each tree's root prefix) get credit. 1 (the
                        default): one tree, whose root prefix every leaf shares (group term 0 there)
+    branch_parts:      "parts" only: the env part boundaries at which every branch forks, ascending, each
+                       counted as the boundaries the branch has passed (turns whose info has
+                       `context_reset` True): 1 (the default) forks at the first turn after the first
+                       boundary, the start of the second part, so siblings share the whole first part and
+                       its env state; each must be below `rollout.max_turns`
     """
 
     enabled: bool = False
@@ -108,6 +121,7 @@ class TreeConfig:
     max_turn: int = 0
     entropy_threshold: float = 0.0
     trees: int = 1
+    branch_parts: tuple[int, ...] = (1,)
 
     def __post_init__(self) -> None:
         turns = tuple(self.branch_turns)
@@ -123,6 +137,12 @@ class TreeConfig:
             )
         if not turns or list(turns) != sorted(set(turns)) or turns[0] < 1:
             raise ValueError(f"rollout.tree.branch_turns must be distinct turns >= 1, ascending; got {turns}")
+        parts = tuple(self.branch_parts)
+        if not parts or list(parts) != sorted(set(parts)) or parts[0] < 1:
+            raise ValueError(
+                f"rollout.tree.branch_parts must be distinct part boundaries >= 1 (1: at the start of the "
+                f"second part), strictly ascending, e.g. [1] or [1, 2]; got {parts}"
+            )
         if self.branch_points < 1 or self.min_turn < 1:
             raise ValueError(
                 f"rollout.tree.branch_points and rollout.tree.min_turn must be >= 1 (a branch point follows "
@@ -140,6 +160,8 @@ class TreeConfig:
     @property
     def levels(self) -> int:
         """Branch points on every root-to-leaf path (of an episode that runs long enough to reach them)."""
+        if self.branch_on == "parts":
+            return len(self.branch_parts)
         return len(self.branch_turns) if self.branch_on == "turns" else self.branch_points
 
     def last_turn(self, max_turns: int) -> int:
@@ -153,7 +175,7 @@ class TreeConfig:
         per_tree = group_size // trees
         width = self.width or round(per_tree ** (1 / levels))
         if width < 2 or trees * width**levels != group_size:
-            setting = "branch turn(s)" if self.branch_on == "turns" else "branch point(s) per path"
+            setting = LEVEL_NAMES[self.branch_on]
             examples = " or ".join(str(trees * w**levels) for w in (2, 3))
             raise ValueError(
                 f"rollout.tree: {trees} tree(s) with {levels} {setting} of width {self.width or 'w'} cannot "
@@ -282,6 +304,12 @@ class RolloutConfig:
             raise ValueError(
                 f"rollout.tree.branch_turns {tree.branch_turns} must be below rollout.max_turns "
                 f"({self.max_turns})"
+            )
+        if tree.enabled and tree.branch_on == "parts" and tree.branch_parts[-1] >= self.max_turns:
+            raise ValueError(
+                f"rollout.tree.branch_parts {tree.branch_parts} must be below rollout.max_turns "
+                f"({self.max_turns}): passing k part boundaries takes at least k turns, and the branch "
+                "needs a turn after them; raise rollout.max_turns or lower rollout.tree.branch_parts"
             )
         last = tree.last_turn(self.max_turns)
         if tree.enabled and tree.branch_on == "entropy" and not tree.min_turn + tree.levels - 1 <= last:

@@ -7,7 +7,7 @@ fork, a sandbox's workdir copy, or a replay; docs/env_contract.md) and continues
 same state and the same token context, each sampling its own continuation; every later branch turn
 branches each branch again. A task's group is the leaves of its `rollout.tree.trees` trees (M, each from
 its own reset with the group's env seed and its own sampler seed, `collect_groups`): `trees * width **
-len(branch_turns)` episodes (`train.group_size`) under one `group_id`, each with all its turns (the
+levels` episodes (`train.group_size`) under one `group_id`, each with all its turns (the
 shared prefix copied: the same tokens, rewards and state keys), linked by `parent_id` / `branch_turn`
 (`agentrl.types.Episode`, links within each tree), so siblings share a real state by construction
 and every step-level estimator has anchors (agentrl/credit, "Trees").
@@ -20,8 +20,9 @@ trains the copied prefix once (`shared_copy` in the credit batch).
 The parts, each in its own module and re-exported here where callers read them:
 - the tree's shape: what its branches share, one play of a branch or of the tree, its leaves, a branch
   point's record (`BRANCH_INFO_KEYS`) (agentrl/agent/tree_shape.py);
-- where a branch forks (`rollout.tree.branch_on`): at the fixed `branch_turns` (`grow`), or on entropy
-  (`grow_on_entropy`, `fires`, `window_end`) (agentrl/agent/tree_branching.py);
+- where a branch forks (`rollout.tree.branch_on`): at the fixed `branch_turns` (`grow`), at the start of
+  an env part, after the `branch_parts`-th boundary (`info["context_reset"]`; `grow` with `to_part`), or on
+  entropy (`grow_on_entropy`, `fires`, `window_end`) (agentrl/agent/tree_branching.py);
 - Failures: re-playing a branch from its branch point in a fresh session, or a branch point's fork call
   (`replaying`, `fork_at`, `reopen`, `step_mismatch`) (agentrl/agent/tree_replay.py). Here, the root's
   reset or its trunk (the turns before the first branch point, its forks included) failing plays the whole
@@ -62,7 +63,7 @@ from agentrl.agent.session import (
     SessionClient,
     close_quietly,
 )
-from agentrl.agent.tree_branching import Level, fires, grow, grow_on_entropy, window_end
+from agentrl.agent.tree_branching import Level, fires, grow, grow_on_entropy, to_part, window_end
 from agentrl.agent.tree_replay import reset_mismatch, step_mismatch
 from agentrl.agent.tree_shape import BRANCH_INFO_KEYS, Grown, Leaf, Tree
 from agentrl.types import Episode
@@ -128,8 +129,9 @@ async def grow_tree(
     sampler_seed: int | None,
     retry: RetryConfig,
 ) -> Grown:
-    """One play of the tree from reset: the root's session, its trunk and every branch (`grow`, or
-    `grow_on_entropy`); every session it opened is closed when it is done."""
+    """One play of the tree from reset: the root's session, its trunk and every branch (`grow` at turns or,
+    with `to_part`, at part boundaries, or `grow_on_entropy`); every session it opened is closed when it is
+    done."""
     tree: Tree | None = None
     root: Walk | None = None
     leaves: list[Leaf] = []
@@ -141,6 +143,8 @@ async def grow_tree(
             if config.tree.branch_on == "entropy":
                 level = Level(config.tree.levels, config.tree.min_turn, sampler_seed=sampler_seed)
                 leaves = await grow_on_entropy(tree, root, level)
+            elif config.tree.branch_on == "parts":
+                leaves = await grow(tree, root, config.tree.branch_parts, sampler_seed, (), to_part)
             else:
                 leaves = await grow(tree, root, config.tree.branch_turns, sampler_seed, path=())
     finally:

@@ -1,10 +1,14 @@
-"""Where a tree rollout's branch forks (`rollout.tree.branch_on`, agentrl/agent/tree.py): at fixed turns, or
-on entropy.
+"""Where a tree rollout's branch forks (`rollout.tree.branch_on`, agentrl/agent/tree.py): at fixed turns, at
+the start of an env part, or on entropy.
 
-What this is: the two ways a branch grows, each playing a branch to its next branch point, forking it there
+What this is: the ways a branch grows, each playing a branch to its next branch point, forking it there
 (`fork_at`) and growing every branch the same way, a failed branch played again from its start
 (`replaying`, agentrl/agent/tree_replay.py):
-- at the fixed `branch_turns` (`grow`);
+- at the fixed `branch_turns` (`grow`, playing to each with `to_turn`);
+- at part boundaries (`grow` with `to_part`): a branch plays until it has passed its next `branch_parts`
+  count of env boundaries (turns whose info has `context_reset` True, `parts_passed`) and forks before its
+  next turn, the first of the new part; parts take a varying number of turns, so no fixed turn would do.
+  Its branch point is recorded as a fixed turn's is;
 - on entropy (`grow_on_entropy`, after ARPO: Dong et al. 2025, arXiv 2507.19849): a branch samples its
   turn t in its window (t >= 1, after a tool result), and when that turn's first-token entropy
   (`Completion.first_token_entropy`) exceeds the tree's turn-0 value by more than `entropy_threshold`
@@ -22,7 +26,7 @@ equal group size; or the tree's reset, its re-plays from reset and its sessions'
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,26 +39,59 @@ from agentrl.agent.rollout import (
     play_turns,
     run_concurrently,
     sample_turn,
+    take_turn,
 )
 from agentrl.agent.tree_replay import fork_at, replaying
 from agentrl.agent.tree_shape import BranchPoint, Leaf, Played, Tree, branches, gathered
+from agentrl.env.core import INFO_CONTEXT_RESET
 from agentrl.errors import ConfigError
 
-# --- at fixed turns ------------------------------------------------------------------------------------
+# --- at fixed turns or part boundaries -----------------------------------------------------------------
+
+PlayTo = Callable[[Tree, Walk, int | None, int | None], Awaitable[None]]
+"""`play_to(tree, walk, point, seed)`: take `walk`'s turns (sampled with `seed`) until it reaches the branch
+point `point` (None: its end) or stops (`to_turn`, `to_part`)."""
+
+
+async def to_turn(tree: Tree, walk: Walk, turn: int | None, seed: int | None) -> None:
+    """Take `walk`'s turns until it has played `turn` env turns (None: `rollout.max_turns`) or has stopped."""
+    config = tree.config
+    until = config.max_turns if turn is None else turn
+    await play_turns(tree.client, tree.engine, walk, until, tree.sampling, config, seed)
+
+
+async def to_part(tree: Tree, walk: Walk, boundary: int | None, seed: int | None) -> None:
+    """Take `walk`'s turns until it has passed `boundary` env part boundaries (`parts_passed`; None: to its
+    end) or has stopped: its next turn is then the first of part `boundary + 1`."""
+    if boundary is None:
+        await to_turn(tree, walk, None, seed)
+        return
+    while walk.stop_reason is None and parts_passed(walk) < boundary:
+        await take_turn(tree.client, tree.engine, walk, tree.sampling, tree.config, seed)
+
+
+def parts_passed(walk: Walk) -> int:
+    """The env part boundaries `walk` has passed: its turns whose info has `context_reset` True."""
+    return sum(bool(turn.info.get(INFO_CONTEXT_RESET, False)) for turn in walk.turns)
 
 
 async def grow(
-    tree: Tree, walk: Walk, branch_turns: Sequence[int], sampler_seed: int | None, path: tuple[int, ...]
+    tree: Tree,
+    walk: Walk,
+    points: Sequence[int],
+    sampler_seed: int | None,
+    path: tuple[int, ...],
+    play_to: PlayTo = to_turn,
 ) -> list[Leaf]:
-    """Play `walk` to its next branch turn (or its end), then branch it; its leaves. A branch that fails for
-    an infrastructure reason is played again from its start (`replaying`)."""
-    config = tree.config
-    until = branch_turns[0] if branch_turns else config.max_turns
+    """Play `walk` to the first of its branch points to come, `points` (turns, or with `play_to=to_part`
+    part boundaries), or to its end, then branch it; its leaves. A branch that fails for an infrastructure
+    reason is played again from its start (`replaying`)."""
+    point = points[0] if points else None
     seed = None if sampler_seed is None else derive_seed(sampler_seed, *path)
 
     async def play(walk: Walk, attempt: int) -> Played:
-        await play_turns(tree.client, tree.engine, walk, until, tree.sampling, config, seed)
-        if not branch_turns or walk.stop_reason is not None:
+        await play_to(tree, walk, point, seed)
+        if not points or walk.stop_reason is not None:
             return Played(walk)
         forks, calls = await fork_at(tree, walk)
         return Played(walk, forks, calls)
@@ -65,7 +102,7 @@ async def grow(
     if not played.forks:
         return [Leaf(played.walk, None, played.replays)]
     grown = await run_concurrently(
-        grow(tree, branch, branch_turns[1:], sampler_seed, (*path, number))
+        grow(tree, branch, points[1:], sampler_seed, (*path, number), play_to)
         for number, branch in enumerate(branches(played))
     )
     return gathered(grown, played)
