@@ -224,12 +224,24 @@ class EvalConfig:
     after:       evaluate after the last one
     temperature: 0 decodes greedily; above 0 samples with a fixed seed (e.g. at the training temperature,
                  to measure the policy that is being trained).
+    seed:        the sampler seed every held-out request's seed derives from; the same seed repeats the
+                 same evaluation exactly, another one draws another sample of the same policy (a sampled
+                 decoding's spread over seeds)
+    samples:     episodes per held-out task (1: one each). With k > 1 each task is played k times with its
+                 own seeds, as a group, and the store keeps all k (pass@k: a task counts as solved when any
+                 of its k episodes is; `agentrl.study` reports it)
     """
 
     num_tasks: int = 64
     before: bool = True
     after: bool = True
     temperature: float = 0.0
+    seed: int = 0
+    samples: int = 1
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ConfigError(f"eval.samples={self.samples}: play at least 1 episode per held-out task")
 
 
 @dataclass(frozen=True)

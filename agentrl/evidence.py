@@ -31,12 +31,12 @@ from typing import Any
 
 import yaml
 
+from agentrl.config import EvalConfig
 from agentrl.cpu import cpu_flags
 from agentrl.store.repository import list_runs, load_episodes, open_store
 
 EVIDENCE_VERSION = 1
 FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-EVAL_SAMPLER_SEED = 0  # `agentrl.trainer.run.EVAL_SEED`, kept here so this module loads without torch
 
 
 def commit_of(path: Path) -> str:
@@ -135,7 +135,11 @@ def run_evidence(
         "task": config.get("task"),
         "commit": commit_of(Path(__file__).resolve().parent),
         "cpu_flags": {flag: flag in cpu_flags() for flag in FLAGS},
-        "seeds": {"train": config["train"]["seed"], "eval_sampler": EVAL_SAMPLER_SEED, "env": 0},
+        "seeds": {
+            "train": config["train"]["seed"],
+            "eval_sampler": config["eval"].get("seed", EvalConfig.seed),
+            "env": 0,
+        },
         "temperature": {"train": config["sampling"]["temperature"], "eval": temperature},
         "estimator": config.get("credit", {}).get("estimator"),
         # the last step trained: the evaluation after training's step (a `train.env_step_budget` can end a

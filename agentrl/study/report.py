@@ -20,14 +20,29 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.evidence import commit_of
-from agentrl.study.runner import BASE, Layout, planned_runs, read_record
+from agentrl.study.runner import BASE, Layout, evaluation_key, planned_runs, read_record
 from agentrl.study.spec import Statistic, StudySpec, load_spec
 from agentrl.study.stats import band, censored_steps, paired_band, steps_to_threshold
 
 
-def base_values(base: Mapping[str, Any] | None) -> dict[float, float]:
-    """The base's value at each temperature it was evaluated at."""
-    return {float(point["temperature"]): float(point["value"]) for point in (base or {}).get("decodings", ())}
+def base_values(base: Mapping[str, Any] | None, on: str = "") -> dict[float, float]:
+    """The base's value at each temperature it was evaluated at on held-out set `on` ("" the main one): a
+    sampled decoding's mean over the sampler seeds it was evaluated at; pass@k evaluations left out."""
+    found: dict[float, list[float]] = {}
+    for point in (base or {}).get("decodings", ()):
+        name, temperature, _, samples = evaluation_key(point)
+        if name == on and samples == 1:
+            found.setdefault(temperature, []).append(float(point["value"]))
+    return {temperature: sum(values) / len(values) for temperature, values in found.items()}
+
+
+def pass_at(base: Mapping[str, Any] | None) -> dict[str, float] | None:
+    """The base's pass@k on the main set (k, its temperature and value); None when it was not evaluated."""
+    for point in (base or {}).get("decodings", ()):
+        name, temperature, _, samples = evaluation_key(point)
+        if samples > 1 and not name:
+            return {"k": float(samples), "temperature": temperature, "value": float(point["value"])}
+    return None
 
 
 def best_decoding(values: Mapping[float, float]) -> tuple[float, float] | None:
@@ -51,22 +66,32 @@ def mean_curve(start: float, runs: Sequence[Mapping[str, Any]]) -> list[dict[str
     return points
 
 
-def final_at(run: Mapping[str, Any], temperature: float | None) -> float | None:
-    """A run's final value at `temperature` (its decodings, else its last point when that was evaluated at
-    it); None when it was not evaluated there."""
+def final_at(run: Mapping[str, Any], temperature: float | None, on: str = "") -> float | None:
+    """A run's final value at `temperature` on held-out set `on` ("" the main one: its decodings, else its
+    last point when that was evaluated at it; a named set: its decoding there, None its first); None when it
+    was not evaluated there."""
     for point in run.get("decodings", ()):
-        if temperature is not None and float(point["temperature"]) == temperature:
+        name, found, seed, samples = evaluation_key(point)
+        wanted = found == temperature or (temperature is None and bool(on))
+        if name == on and seed == 0 and samples == 1 and wanted:
             return float(point["value"])
+    if on:
+        return None
     last = run["points"][-1] if run.get("points") else None
     if last is not None and (temperature is None or float(last["temperature"]) == temperature):
         return float(last["value"])
     return None
 
 
-def base_decoding(base: Mapping[str, Any] | None, at: str) -> tuple[float, float] | None:
-    """(temperature, value) the base is compared at: its best decoding ("best") or the run config's
-    evaluation temperature, the first it was evaluated at ("training"); None before it was evaluated."""
-    values = base_values(base)
+def base_decoding(
+    base: Mapping[str, Any] | None, at: str, on: str = "", temperature: float | None = None
+) -> tuple[float, float] | None:
+    """(temperature, value) the base is compared at on held-out set `on`: `temperature` when given, else its
+    best decoding ("best") or the run config's evaluation temperature, the first it was evaluated at
+    ("training"); None before it was evaluated there."""
+    values = base_values(base, on)
+    if temperature is not None:
+        return (float(temperature), values[float(temperature)]) if float(temperature) in values else None
     if at == "best":
         return best_decoding(values)
     return next(iter(values.items()), None)
@@ -78,8 +103,10 @@ def statistic(
     """One pre-named statistic from the finished runs (module docstring)."""
     mine = runs.get(item.arm, [])
     out: dict[str, Any] = {"kind": item.kind, "arm": item.arm, "runs": len(mine)}
+    if item.on:
+        out["on"] = item.on
     if item.kind == "vs_base":
-        compared = base_decoding(base, item.at)
+        compared = base_decoding(base, item.at, item.on, item.temperature)
         if compared is None or not mine:
             return {
                 **out,
@@ -87,7 +114,7 @@ def statistic(
                 "result": None,
                 "why": "the base or the arm has not been evaluated yet",
             }
-        finals = [final_at(run, compared[0]) for run in mine]
+        finals = [final_at(run, compared[0], item.on) for run in mine]
         values = [value for value in finals if value is not None]
         missing = [run.get("run", "") for run, value in zip(mine, finals, strict=True) if value is None]
         mean, low, high = band(values) if values else (float("nan"),) * 3
@@ -106,15 +133,31 @@ def statistic(
     theirs = runs.get(item.other, [])
     if item.kind == "paired":
         seeds = sorted({run["seed"] for run in mine} & {run["seed"] for run in theirs})
-        first = [final_at(run_of(mine, seed), None) for seed in seeds]
-        second = [final_at(run_of(theirs, seed), None) for seed in seeds]
+        first = [final_at(run_of(mine, seed), item.temperature, item.on) for seed in seeds]
+        second = [final_at(run_of(theirs, seed), item.temperature, item.on) for seed in seeds]
         pairs = [(a, b) for a, b in zip(first, second, strict=True) if a is not None and b is not None]
         if not pairs:
             return {**out, "other": item.other, "result": None, "why": "no seed has finished both arms"}
         mean, low, high = paired_band([a for a, _ in pairs], [b for _, b in pairs])
         return {**out, "other": item.other, "seeds": seeds, "difference": mean, "band": [low, high]}
+    if item.kind == "collapse_rate":
+        return {**out, **collapse_rate(mine, base_decoding(base, "best", item.on), item)}
     start = base_values(base)
     start_value = next(iter(start.values()), 0.0) if start else 0.0
+    if item.kind == "steps_to_final":
+        ends = [float(run["points"][-1]["value"]) for run in theirs if run.get("points")]
+        if not ends or not mine:
+            return {**out, "other": item.other, "result": None, "why": "no run of either arm has finished"}
+        threshold = sum(ends) / len(ends)
+        found = threshold_steps(spec, mine, start_value, threshold)
+        reached = sum(value is not None for value in found["per_seed"].values())
+        return {
+            **out,
+            "other": item.other,
+            "threshold": threshold,
+            item.arm: found,
+            "reached_share": reached / len(found["per_seed"]),
+        }
     result = {
         **out,
         "threshold": item.threshold,
@@ -123,6 +166,22 @@ def statistic(
     if item.other:
         result[item.other] = threshold_steps(spec, theirs, start_value, item.threshold)
     return result
+
+
+def collapse_rate(
+    runs: Sequence[Mapping[str, Any]], compared: tuple[float, float] | None, item: Statistic
+) -> dict[str, Any]:
+    """The share of `runs` whose final value (at `item.temperature` on `item.on`) is below the base's best
+    decoding `compared` there; a run never evaluated there counts as collapsed (at the metric's floor)."""
+    if compared is None or not runs:
+        return {"result": None, "why": "the base or the arm has not been evaluated yet"}
+    finals = {str(run.get("run", "")): final_at(run, item.temperature, item.on) for run in runs}
+    below = sorted(name for name, value in finals.items() if value is None or value < compared[1])
+    return {
+        "base_decoding": {"temperature": compared[0], "value": compared[1]},
+        "collapsed": below,
+        "rate": len(below) / len(finals),
+    }
 
 
 def worst_case(values: Sequence[float], missing: int, base: float) -> dict[str, Any]:
@@ -172,7 +231,11 @@ def summarise(spec: StudySpec, records: Mapping[str, Mapping[str, Any] | None]) 
         "metric": spec.metric,
         "env_step_budget": spec.env_step_budget,
         "seeds": list(spec.seeds),
-        "base": {"decodings": {str(t): v for t, v in start.items()}, "best": best_decoding(start)},
+        "base": {
+            "decodings": {str(t): v for t, v in start.items()},
+            "best": best_decoding(start),
+            **base_extras(spec, base),
+        },
         "runs": {name: record for name, record in records.items()},
         "finished": {arm: len(found) for arm, found in runs.items()},
         "not_finished": [
@@ -181,6 +244,66 @@ def summarise(spec: StudySpec, records: Mapping[str, Mapping[str, Any] | None]) 
         "curves": curves,
         "statistics": [statistic(spec, item, base, runs) for item in spec.statistics],
     }
+
+
+def base_extras(spec: StudySpec, base: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The base on each further held-out set (`StudySpec.evaluations`) and its pass@k, when the study has
+    them ({} otherwise: an older study's summary is unchanged)."""
+    extras: dict[str, Any] = {}
+    if spec.evaluations:
+        extras["sets"] = {
+            item.name: {str(t): v for t, v in base_values(base, item.name).items()}
+            for item in spec.evaluations
+        }
+    if spec.base_pass_at > 0:
+        extras["pass_at"] = pass_at(base)
+    return extras
+
+
+def sets_table(summary: Mapping[str, Any]) -> list[str]:
+    """With further held-out sets: one row per (set, temperature) and a column per run (the base first) of
+    its final value there; with the base's pass@k, one line after. [] without them."""
+    sets = summary["base"].get("sets") or {}
+    pass_k = summary["base"].get("pass_at")
+    if not sets and pass_k is None:
+        return []
+    names = [name for name in summary["runs"] if name != BASE]
+    lines = [
+        "",
+        "| held-out set | T | base | " + " | ".join(names) + " |",
+        "|---|---|---|" + "---|" * len(names),
+    ]
+    for name, values in sets.items():
+        runs = summary["runs"]
+        for temperature in sorted({float(t) for t in values} | set(run_temperatures(runs, name))):
+            mine = [final_at(runs[run], temperature, name) if runs[run] else None for run in names]
+            shown = ["" if value is None else f"{value:.3f}" for value in mine]
+            base = values.get(str(temperature))
+            lines.append(
+                f"| {name} | {temperature:g} | {'' if base is None else f'{base:.3f}'} | "
+                + " | ".join(shown)
+                + " |"
+            )
+    if pass_k is not None:
+        lines.extend(
+            [
+                "",
+                f"Reference line: the base's pass@{pass_k['k']:g} at T={pass_k['temperature']:g} on the main "
+                f"set: {pass_k['value']:.3f}.",
+            ]
+        )
+    return lines
+
+
+def run_temperatures(runs: Mapping[str, Any], on: str) -> list[float]:
+    """The temperatures any run was evaluated at on held-out set `on`."""
+    return [
+        evaluation_key(point)[1]
+        for record in runs.values()
+        if record
+        for point in record.get("decodings", ())
+        if evaluation_key(point)[0] == on
+    ]
 
 
 def table(summary: Mapping[str, Any]) -> str:
@@ -207,7 +330,7 @@ def table(summary: Mapping[str, Any]) -> str:
             rows.append(f"| {name} | 0 | {value_at(decodings, train_t)} | {value_at(decodings, best_t)} | |")
         else:
             rows.extend(run_rows(name, record, best_t, base_tasks))
-    lines = [*rows, ""]
+    lines = [*rows, *sets_table(summary), ""]
     for item in summary["statistics"]:
         lines.append(f"- {statistic_line(item)}")
     return "\n".join(lines)
@@ -275,15 +398,31 @@ def statistic_line(item: Mapping[str, Any]) -> str:
                 f"[{worst['band'][0]:.3f}, {worst['band'][1]:.3f}] over {len(item['values']) + len(missing)} "
                 f"runs, {'above' if worst['above_base'] else 'not above'} the base"
             )
+        on = f" on {item['on']}" if item.get("on") else ""
         return (
-            f"{item['arm']} vs the base at {where} (T={base['temperature']:g}, {base['value']:.3f}): "
+            f"{item['arm']} vs the base{on} at {where} (T={base['temperature']:g}, {base['value']:.3f}): "
             f"{item['mean']:.3f} [{item['band'][0]:.3f}, {item['band'][1]:.3f}] over {len(item['values'])} "
             f"runs, {verdict}{left_out}"
         )
+    on = f" on {item['on']}" if item.get("on") else ""
     if item["kind"] == "paired":
         return (
-            f"{item['arm']} minus {item['other']}, paired by seed ({len(item['seeds'])}): "
+            f"{item['arm']} minus {item['other']}{on}, paired by seed ({len(item['seeds'])}): "
             f"{item['difference']:+.3f} [{item['band'][0]:+.3f}, {item['band'][1]:+.3f}]"
+        )
+    if item["kind"] == "collapse_rate":
+        base = item["base_decoding"]
+        return (
+            f"{item['arm']}{on}: {len(item['collapsed'])} of {item['runs']} runs below the base's best "
+            f"(T={base['temperature']:g}, {base['value']:.3f}), collapse rate {item['rate']:.2f}"
+            + (f" ({', '.join(item['collapsed'])})" if item["collapsed"] else "")
+        )
+    if item["kind"] == "steps_to_final":
+        found = item[item["arm"]]
+        return (
+            f"{item['arm']}: env steps to {item['other']}'s final mean ({item['threshold']:.3f}): "
+            f"{found['mean_lower_bound']:.0f} ({found['censored']} censored), "
+            f"{item['reached_share']:.2f} of seeds reach it"
         )
     parts = []
     for arm in (item["arm"], item.get("other")):

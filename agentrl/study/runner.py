@@ -9,7 +9,9 @@ How a run is played: for each evaluation point (`StudySpec.checkpoints` evenly s
 calls `agentrl.trainer.train.train` with `train.env_step_budget` at that point, checkpoints every step and
 the held-out evaluation after (at the run config's `eval.temperature`); the next point resumes the same run
 from its newest checkpoint (`trainer.resume`) with the next budget. After the last point the run's final
-weights are evaluated at each of the study's `decodings` (`agentrl.trainer.run.run_eval`). After every
+weights are evaluated at each of the study's `decodings` and on each of its further held-out sets
+(`final_evaluations`, `agentrl.trainer.run.run_eval`); the base is evaluated the same way, a sampled
+decoding at each of the study's `base_seeds`, and its pass@k last when the study asks for it. After every
 training segment and every evaluation the run's record (`results/runs/<run>.json`) is rewritten, so an
 interrupted study continues where it stopped: a finished point is never trained again, and an unfinished one
 resumes from the checkpoint of the run's last finished step.
@@ -86,10 +88,11 @@ class PlannedRun:
 
 
 def planned_runs(spec: StudySpec) -> list[PlannedRun]:
-    """The base first, then each arm's seeds, in the order they run, then the plays outside the plan that
+    """The base first, then each seed's arms (every arm's seed 0, then every arm's seed 1, ...: a study
+    stopped partway has whole pairs to compare), in the order they run, then the plays outside the plan that
     count (`StudySpec.also_played`)."""
     trained = [
-        PlannedRun(f"{arm.name}-seed{seed}", arm.name, seed) for arm in spec.arms for seed in spec.seeds
+        PlannedRun(f"{arm.name}-seed{seed}", arm.name, seed) for seed in spec.seeds for arm in spec.arms
     ]
     extra = [PlannedRun(run.name, run.arm, run.seed, True) for run in spec.also_played]
     return [PlannedRun(BASE), *trained, *extra]
@@ -245,21 +248,93 @@ def shared_overrides(spec: StudySpec, layout: Layout, name: str) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """One held-out evaluation of a run's final weights (or the base): the set (`EvalSet.name`, "" the main
+    one), its size and overrides, the temperature, the sampler seed (`eval.seed`) and the episodes per task
+    (`eval.samples`; above 1 it scores pass@k)."""
+
+    set: str
+    tasks: int
+    temperature: float
+    seed: int = 0
+    samples: int = 1
+    overrides: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, float, int, int]:
+        return self.set, float(self.temperature), self.seed, self.samples
+
+
+def evaluation_key(point: Mapping[str, Any]) -> tuple[str, float, int, int]:
+    """What a record's decoding entry evaluated (`Evaluation.key`); older records name only a temperature."""
+    found = (
+        point.get("set", ""),
+        float(point["temperature"]),
+        point.get("eval_seed", 0),
+        point.get("samples", 1),
+    )
+    return str(found[0]), found[1], int(found[2]), int(found[3])
+
+
+def final_evaluations(
+    spec: StudySpec, eval_temperature: float, base: bool, train_temperature: float = 1.0
+) -> list[Evaluation]:
+    """The evaluations of a run's final weights, in the order they run (pure): the main set at each of the
+    study's decodings (the base also at the run config's eval temperature), then each `EvalSet` at its
+    decodings (the base also at its `base_decodings`). The base evaluates a sampled decoding at each of
+    `base_seeds` (greedy at the first) and, with `base_pass_at` k, ends with its pass@k at the training
+    temperature (`train_temperature`: k samples as a training group draws them)."""
+    seeds = spec.base_seeds if base else (0,)
+    main = [eval_temperature, *spec.decodings] if base else list(spec.decodings)
+    sets = [("", spec.eval_tasks, main, ())] + [
+        (item.name, item.tasks, [*item.decodings, *(item.base_decodings if base else ())], item.overrides)
+        for item in spec.evaluations
+    ]
+    found = [
+        Evaluation(name, tasks, float(temperature), seed, 1, tuple(overrides))
+        for name, tasks, temperatures, overrides in sets
+        for temperature in dict.fromkeys(float(t) for t in temperatures)
+        for seed in (seeds if temperature > 0 else seeds[:1])
+    ]
+    if base and spec.base_pass_at > 0:
+        found.append(Evaluation("", spec.eval_tasks, float(train_temperature), seeds[0], spec.base_pass_at))
+    return found
+
+
+def run_evaluations(
+    spec: StudySpec,
+    layout: Layout,
+    run: str,
+    record: dict[str, Any],
+    planned: Sequence[Evaluation],
+    started: float,
+    log: Log,
+    model: Path | None = None,
+    arm_overrides: Sequence[str] = (),
+) -> None:
+    """Each of `planned` not in `record` yet, the record rewritten after each."""
+    done = {evaluation_key(point) for point in record["decodings"]}
+    for item in planned:
+        if item.key in done:
+            continue
+        record["decodings"].append(evaluation(spec, layout, run, item, model, arm_overrides))
+        record["wall_s"] = time.perf_counter() - started
+        write_record(layout, run, record)
+        where = f" on {item.set}" if item.set else ""
+        extra = f", seed {item.seed}" if item.temperature > 0 else ""
+        extra += f", pass@{item.samples}" if item.samples > 1 else ""
+        log(f"  {run}{where} at T={item.temperature:g}{extra}: {record['decodings'][-1]['value']:.3f}")
+
+
 def run_base(spec: StudySpec, layout: Layout, record: dict[str, Any], log: Log) -> None:
-    """The base model's evaluations: at the run config's eval temperature and at each decoding."""
+    """The base model's evaluations (`final_evaluations`)."""
     from agentrl.config import load_config
 
     started = time.perf_counter() - float(record["wall_s"])
     config = load_config(spec.task, shared_overrides(spec, layout, f"{layout.name}-base"))
-    temperatures = [config.eval.temperature, *spec.decodings]
-    done = {float(point["temperature"]) for point in record["decodings"]}
-    for temperature in dict.fromkeys(temperatures):
-        if float(temperature) in done:
-            continue
-        record["decodings"].append(evaluation(spec, layout, BASE, temperature))
-        record["wall_s"] = time.perf_counter() - started
-        write_record(layout, BASE, record)
-        log(f"  base at T={temperature:g}: {record['decodings'][-1]['value']:.3f}")
+    planned = final_evaluations(spec, config.eval.temperature, True, config.sampling.temperature)
+    run_evaluations(spec, layout, BASE, record, planned, started, log)
     record["done"] = True
     write_record(layout, BASE, record)
 
@@ -327,17 +402,11 @@ def run_training(
         record["wall_s"] = time.perf_counter() - started
         write_record(layout, planned.name, record)
         log(f"  {planned.name} at {state.env_steps} env steps: {point_record['value']:.3f}")
-    done = {float(point["temperature"]) for point in record["decodings"]}
-    for temperature in spec.decodings:
-        if float(temperature) in done:
-            continue
-        record["decodings"].append(
-            evaluation(
-                spec, layout, planned.name, temperature, run_dir / "final", spec.arm(planned.arm).overrides
-            )
-        )
-        record["wall_s"] = time.perf_counter() - started
-        write_record(layout, planned.name, record)
+    finals = final_evaluations(spec, temperature, base=False)
+    arm_overrides = spec.arm(planned.arm).overrides
+    run_evaluations(
+        spec, layout, planned.name, record, finals, started, log, run_dir / "final", arm_overrides
+    )
     record["done"] = True
     write_record(layout, planned.name, record)
 
@@ -346,25 +415,32 @@ def evaluation(
     spec: StudySpec,
     layout: Layout,
     run: str,
-    temperature: float,
+    item: Evaluation,
     model: Path | None = None,
     arm_overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One held-out evaluation (`run_eval`) of run `run`'s `model` (None: the run config's) at
-    `temperature`, under the run's arm overrides."""
+    """One held-out evaluation (`run_eval`) of run `run`'s `model` (None: the run config's) as `item` says,
+    under the run's arm overrides."""
     from agentrl.config import load_config
     from agentrl.trainer.run import run_eval
 
-    name = f"{layout.name}-{run}-eval-T{temperature:g}-{time.strftime('%Y%m%d-%H%M%S')}"
+    what = f"{item.set or 'main'}-T{item.temperature:g}-s{item.seed}-k{item.samples}"
+    name = f"{layout.name}-{run}-eval-{what}-{time.strftime('%Y%m%d-%H%M%S')}"
     overrides = [
         *shared_overrides(spec, layout, name),
         *arm_overrides,
-        f"eval.temperature={temperature}",
+        f"eval.num_tasks={item.tasks}",
+        *item.overrides,
+        f"eval.temperature={item.temperature}",
+        f"eval.seed={item.seed}",
+        f"eval.samples={item.samples}",
         *([f"model.name={model}"] if model is not None else []),
     ]
     config = load_config(spec.task, overrides)
     asyncio.run(run_eval(config))
-    return {"temperature": float(temperature), **stored_evaluation(spec, layout, name, None)}
+    found = stored_evaluation(spec, layout, name, None, item.samples)
+    labels = {"set": item.set, "eval_seed": item.seed, "samples": item.samples}
+    return {"temperature": float(item.temperature), **labels, **found}
 
 
 def last_evaluation(
@@ -374,8 +450,11 @@ def last_evaluation(
     return {"temperature": float(temperature), **stored_evaluation(spec, layout, name, step)}
 
 
-def stored_evaluation(spec: StudySpec, layout: Layout, name: str, step: int | None) -> dict[str, Any]:
-    """Per-task outcomes and the study's metric of run `name`'s held-out episodes (at `step`; None: all)."""
+def stored_evaluation(
+    spec: StudySpec, layout: Layout, name: str, step: int | None, samples: int = 1
+) -> dict[str, Any]:
+    """Per-task outcomes and the study's metric of run `name`'s held-out episodes (at `step`; None: all;
+    `samples` per task: pass@k, `outcome`)."""
     from agentrl.config import load_config
     from agentrl.store.repository import close_store, list_runs, load_episodes, open_store
 
@@ -392,12 +471,15 @@ def stored_evaluation(spec: StudySpec, layout: Layout, name: str, step: int | No
     finally:
         close_store(store)
     parts = int(load_config(spec.task, list(spec.overrides)).env.kwargs.get("parts", 1))
-    return outcome(episodes, spec.metric, parts)
+    return outcome(episodes, spec.metric, parts, samples)
 
 
-def outcome(episodes: Sequence[Mapping[str, Any]], metric: str, parts: int) -> dict[str, Any]:
+def outcome(
+    episodes: Sequence[Mapping[str, Any]], metric: str, parts: int, samples: int = 1
+) -> dict[str, Any]:
     """The evaluation's per-task outcomes and its value of `metric` over the episodes that did not fail for
-    infrastructure reasons (pure)."""
+    infrastructure reasons (pure). With `samples` k > 1 (k episodes per task) every episode is listed and
+    the value is pass@k: each task scores its best scored episode (its highest reward; solved when any is)."""
     per_task = [
         {
             "task_id": row["task_id"],
@@ -407,6 +489,14 @@ def outcome(episodes: Sequence[Mapping[str, Any]], metric: str, parts: int) -> d
         for row in episodes
     ]
     scored = [row for row in per_task if row["success"] is not None]
+    infra_failures = len(per_task) - len(scored)
+    if samples > 1:
+        best: dict[str, dict[str, Any]] = {}
+        for row in scored:
+            kept = best.get(row["task_id"])
+            if kept is None or (row["reward"], row["success"]) > (kept["reward"], kept["success"]):
+                best[row["task_id"]] = row
+        scored = list(best.values())
     if not scored:
         value = 0.0
     elif metric == "per_part_success":
@@ -416,7 +506,7 @@ def outcome(episodes: Sequence[Mapping[str, Any]], metric: str, parts: int) -> d
     return {
         "value": value,
         "tasks": len(scored),
-        "infra_failures": len(per_task) - len(scored),
+        "infra_failures": infra_failures,
         "per_task": per_task,
     }
 

@@ -8,8 +8,10 @@ well posed (each an error that names the fix) and `spec_hash`, the hash `agentrl
 A study trains one run per (arm, seed) from the same run config (`task` plus `overrides`, then the arm's
 overrides, then `train.seed`), each until it has played `env_step_budget` env steps, evaluating the
 held-out tasks at `checkpoints` evenly spaced env-step points at the run config's `eval.temperature`, and at
-its last point at each of `decodings` too. The base model is evaluated the same way, once, at every
-decoding. The pre-named statistics (`Statistic`) are computed from those numbers and nothing else.
+its last point at each of `decodings` too, and on each further held-out set of `evaluations` (`EvalSet`: a
+size, decodings, overrides such as another suite). The base model is evaluated the same way, once, at every
+decoding of every set, a sampled decoding at each of `base_seeds`, and with `base_pass_at` k its pass@k.
+The pre-named statistics (`Statistic`) are computed from those numbers and nothing else.
 
 What this is not: the runner (`agentrl.study.runner`) or the report (`agentrl.study.report`).
 """
@@ -29,7 +31,7 @@ from agentrl.typed import build
 STUDIES_DIR = Path("studies")
 SPEC_FILE = "study.yaml"
 METRICS = ("success_rate", "per_part_success")
-STATISTICS = ("vs_base", "paired", "steps_to_threshold")
+STATISTICS = ("vs_base", "paired", "steps_to_threshold", "steps_to_final", "collapse_rate")
 DECODINGS = ("best", "training")
 
 
@@ -55,6 +57,27 @@ class PlayedRun:
 
 
 @dataclass(frozen=True)
+class EvalSet:
+    """A held-out set besides the main one (the first `eval_tasks` tasks of the run config's eval split), on
+    which each run's final weights and the base are evaluated.
+
+    name:      how records and statistics (`Statistic.on`) name it
+    tasks:     its first `tasks` held-out tasks
+    decodings: temperatures it is evaluated at (0: greedy)
+    overrides: `key=value` overrides of the run config for it (e.g. `tasks.suite=calc-chain-r4-ood`, a set in
+               a wording training never shows)
+    base_decodings: further temperatures only the base is evaluated at here: where its best untrained
+               decoding is looked for without evaluating every run there too
+    """
+
+    name: str
+    tasks: int
+    decodings: tuple[float, ...]
+    overrides: tuple[str, ...] = ()
+    base_decodings: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class Statistic:
     """A pre-named statistic.
 
@@ -63,12 +86,21 @@ class Statistic:
                "paired": `arm` minus `other` at the last checkpoint, paired by seed (95% band of the
                differences); "steps_to_threshold": per seed, the env steps at which `arm`'s curve first
                reaches `threshold` (linear between checkpoints, the base at 0), a seed that never does
-               censored at the budget (counted, never dropped), and the same for `other` when named
+               censored at the budget (counted, never dropped), and the same for `other` when named;
+               "steps_to_final": the same with `other`'s final mean (its last points' mean) as the
+               threshold, with the share of `arm`'s seeds that reach it; "collapse_rate": the share of
+               `arm`'s runs whose final value is below the base's best decoding (each run named)
     arm:       the arm the statistic is about
-    other:     "paired" (required) and "steps_to_threshold" (optional): the arm it is compared with
+    other:     "paired" and "steps_to_final" (required), "steps_to_threshold" (optional): the arm it is
+               compared with
     threshold: "steps_to_threshold": the value to reach, in the study's `metric`
     at:        "vs_base": "best" (the base's best decoding, the test a learning claim needs) or "training"
                (the run config's `eval.temperature`, the base and the arm both evaluated there)
+    on:        "vs_base", "paired", "collapse_rate": the held-out set compared on: "" the main one, else an
+               `EvalSet` name
+    temperature: "vs_base", "paired", "collapse_rate": the final decoding compared (the arm's and, for
+               "vs_base", the base's too; None: "vs_base" as `at` says, "paired" and "collapse_rate" the last
+               point on the main set or a named set's first decoding)
     """
 
     kind: str
@@ -76,6 +108,8 @@ class Statistic:
     other: str = ""
     threshold: float = 0.0
     at: str = "best"
+    on: str = ""
+    temperature: float | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +131,12 @@ class StudySpec:
     title:           one line the report's heading shows
     kind:            "comparison" (this file); a go/no-go is `kind: gonogo` (`agentrl.study.gonogo`)
     also_played:     plays outside the plan that count as they ended (`PlayedRun`): every run counts
+    evaluations:     further held-out sets each run's final weights and the base are evaluated on (`EvalSet`)
+    base_seeds:      the base's sampled decodings (temperature > 0) are evaluated at each of these
+                     `eval.seed`s, their value the mean over seeds (greedy once: it does not depend on one)
+    base_pass_at:    k > 0: the base's pass@k on the main set at the run config's training temperature
+                     (`sampling.temperature`; k episodes per task, `eval.samples`; a task counts its best
+                     episode), a reference line
     """
 
     task: str
@@ -112,6 +152,9 @@ class StudySpec:
     title: str = ""
     kind: str = "comparison"
     also_played: tuple[PlayedRun, ...] = ()
+    evaluations: tuple[EvalSet, ...] = ()
+    base_seeds: tuple[int, ...] = (0,)
+    base_pass_at: int = 0
 
     def arm(self, name: str) -> Arm:
         return next(arm for arm in self.arms if arm.name == name)
@@ -142,7 +185,9 @@ def study_mapping(path: Path, lists: dict[str, type]) -> dict[str, Any]:
 
 def load_spec(path: Path) -> StudySpec:
     """The study file at `path`, typed and checked (`ConfigError` naming the fix)."""
-    data = study_mapping(path, {"arms": Arm, "statistics": Statistic, "also_played": PlayedRun})
+    data = study_mapping(
+        path, {"arms": Arm, "statistics": Statistic, "also_played": PlayedRun, "evaluations": EvalSet}
+    )
     spec = build(StudySpec, data, "study")
     check_spec(spec)
     return spec
@@ -176,8 +221,24 @@ def check_spec(spec: StudySpec) -> None:
         raise ConfigError(f"study.metric={spec.metric!r} is unknown; use one of {', '.join(METRICS)}")
     if not spec.statistics:
         raise ConfigError("study.statistics is empty: name what the study will report before it runs")
+    sets = [item.name for item in spec.evaluations]
+    if len(set(sets)) != len(sets) or "" in sets:
+        raise ConfigError(f"study.evaluations: each set needs a distinct, non-empty name, got {sets}")
+    for item in spec.evaluations:
+        if item.tasks < 1 or not item.decodings:
+            raise ConfigError(
+                f"study.evaluations {item.name!r}: give it tasks >= 1 and at least one decoding, e.g. [0.0]"
+            )
+    if not spec.base_seeds or spec.base_pass_at < 0:
+        raise ConfigError("study.base_seeds needs at least one seed and study.base_pass_at must be >= 0")
     for statistic in spec.statistics:
         check_statistic(statistic, set(names))
+        if statistic.on and statistic.on not in sets:
+            raise ConfigError(
+                f"study statistic {statistic.kind} of {statistic.arm!r}: on={statistic.on!r} is not one of "
+                f"study.evaluations ({', '.join(sets) or 'none'}); name one, or leave `on` out for the main "
+                "set"
+            )
     for played in spec.also_played:
         if played.arm not in names or not played.why:
             raise ConfigError(
@@ -202,9 +263,10 @@ def check_statistic(statistic: Statistic, arms: set[str]) -> None:
             f"study statistic {statistic.kind} of {statistic.arm!r}: at={statistic.at!r} is unknown; use "
             f"{' or '.join(DECODINGS)}"
         )
-    if statistic.kind == "paired" and not statistic.other:
+    if statistic.kind in ("paired", "steps_to_final") and not statistic.other:
         raise ConfigError(
-            f"study statistic paired of {statistic.arm!r} needs `other`: the arm it is compared with"
+            f"study statistic {statistic.kind} of {statistic.arm!r} needs `other`: the arm it is compared "
+            "with"
         )
 
 

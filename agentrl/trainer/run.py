@@ -31,7 +31,7 @@ from agentrl.agent.rollout import run_episode
 from agentrl.agent.session import EpisodePlayer
 from agentrl.agent.tree import BRANCH_INFO_KEYS, collect_groups
 from agentrl.client import EnvClient
-from agentrl.config import RunConfig, to_dict
+from agentrl.config import EvalConfig, RunConfig, to_dict
 from agentrl.errors import ConfigError, RolloutError
 from agentrl.harness.runner import choose_player
 from agentrl.service.embedded import EmbeddedService
@@ -46,7 +46,7 @@ from agentrl.trainer.samples import copied_turns, forks_of
 from agentrl.types import Episode
 
 console = Console(stderr=True)
-EVAL_SEED = 0  # sampler seed of every held-out evaluation, so before/after see the same random stream
+EVAL_SEED = EvalConfig.seed  # held-out evaluations' default sampler seed: before/after see the same stream
 
 
 @dataclass
@@ -169,14 +169,17 @@ async def play_tasks(
 
 
 async def play_heldout(ctx: RunContext, tasks: Sequence[Task], sampling: SamplingParams) -> list[Episode]:
-    """One episode of each task as the held-out evaluation plays it, at `sampling`: per-request sampler
-    seeds from `EVAL_SEED`, whatever rollout.seeded_sampling says for training, so that with the cached
-    engine's engine.cached.deterministic (on by default) each episode repeats exactly, given the env, at any
-    temperature, greedy included (an unseeded request is decoded in whatever batch it lands in)."""
-    torch.manual_seed(EVAL_SEED)
+    """`eval.samples` episodes of each task (one by default) as the held-out evaluation plays them, at
+    `sampling`: per-request sampler seeds from `eval.seed` (`EVAL_SEED` by default), whatever
+    rollout.seeded_sampling says for training, so that with the cached engine's engine.cached.deterministic
+    (on by default) each episode repeats exactly, given the env, at any temperature, greedy included (an
+    unseeded request is decoded in whatever batch it lands in)."""
     config = ctx.config
+    torch.manual_seed(config.eval.seed)
     seeded = replace(ctx, config=replace(config, rollout=replace(config.rollout, seeded_sampling=True)))
-    return await play_tasks(seeded, tasks, group_size=1, sampling=sampling, seed=EVAL_SEED)
+    return await play_tasks(
+        seeded, tasks, group_size=config.eval.samples, sampling=sampling, seed=config.eval.seed
+    )
 
 
 def require_some_usable(episodes: Sequence[Episode], what: str, infra_attempts: int) -> None:

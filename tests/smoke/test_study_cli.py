@@ -28,6 +28,7 @@ STUDY = {
         "train.tasks_per_step=1",
         "train.group_size=2",
         "loss.entropy_coef=0.01",
+        "eval.temperature=0.7",
     ],
     "arms": [
         {"name": "grpo", "overrides": ["credit.estimator=grpo"]},
@@ -38,10 +39,16 @@ STUDY = {
     "checkpoints": 2,
     "eval_tasks": 2,
     "decodings": [0.0],
+    "evaluations": [{"name": "more", "tasks": 3, "decodings": [0.0]}],
+    "base_seeds": [0, 1],
+    "base_pass_at": 2,
     "statistics": [
         {"kind": "vs_base", "arm": "gigpo"},
         {"kind": "paired", "arm": "gigpo", "other": "grpo"},
         {"kind": "steps_to_threshold", "arm": "gigpo", "other": "grpo", "threshold": 0.5},
+        {"kind": "paired", "arm": "gigpo", "other": "grpo", "on": "more", "temperature": 0.0},
+        {"kind": "steps_to_final", "arm": "gigpo", "other": "grpo"},
+        {"kind": "collapse_rate", "arm": "gigpo", "on": "more"},
     ],
 }
 
@@ -63,7 +70,7 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     planned = study(repo_root, tmp_path, "plan")
     assert planned.returncode == 0, planned.stderr[-3000:]
     plan = json.loads((folder / "plan.json").read_text())
-    assert plan["runs"] == ["base", "grpo-seed0", "grpo-seed1", "gigpo-seed0", "gigpo-seed1"]
+    assert plan["runs"] == ["base", "grpo-seed0", "gigpo-seed0", "grpo-seed1", "gigpo-seed1"]
     assert plan["checkpoints"] == [6, 12]
 
     ran = study(repo_root, tmp_path, "run")
@@ -72,14 +79,27 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
         path.stem: json.loads(path.read_text()) for path in (folder / "results" / "runs").glob("*.json")
     }
     assert set(records) == set(plan["runs"]) and all(record["done"] for record in records.values())
-    assert [point["temperature"] for point in records["base"]["decodings"]] == [0.0] or len(
-        records["base"]["decodings"]
-    ) == 2
+    # the base: the eval temperature at both sampler seeds, greedy once, the further set, then pass@2
+    evaluated = [
+        (d["set"], d["temperature"], d["eval_seed"], d["samples"]) for d in records["base"]["decodings"]
+    ]
+    assert evaluated == [
+        ("", 0.7, 0, 1),
+        ("", 0.7, 1, 1),
+        ("", 0.0, 0, 1),
+        ("more", 0.0, 0, 1),
+        ("", 0.8, 0, 2),
+    ]
+    assert [d["tasks"] for d in records["base"]["decodings"]] == [2, 2, 2, 3, 2]
+    assert len(records["base"]["decodings"][-1]["per_task"]) == 4  # 2 tasks x 2 episodes, pass@2 of them
     for name in plan["runs"][1:]:
         points = records[name]["points"]
         assert [point["checkpoint_env_steps"] for point in points] == [6, 12]
         assert points[0]["env_steps"] >= 6 and points[1]["env_steps"] >= 12
-        assert [d["temperature"] for d in records[name]["decodings"]] == [0.0]
+        assert [(d["set"], d["temperature"]) for d in records[name]["decodings"]] == [
+            ("", 0.0),
+            ("more", 0.0),
+        ]
 
     # every run's second point resumed its trainer from the first one's checkpoint: one run, steps counted on
     for name in plan["runs"][1:]:
@@ -115,7 +135,11 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     )  # fmt: skip
     assert reported.returncode == 0, reported.stderr[-3000:]
     summary = json.loads((folder / "results" / "summary.json").read_text())
-    assert [item["kind"] for item in summary["statistics"]] == ["vs_base", "paired", "steps_to_threshold"]
+    assert [item["kind"] for item in summary["statistics"]] == [
+        "vs_base", "paired", "steps_to_threshold", "paired", "steps_to_final", "collapse_rate",
+    ]  # fmt: skip
+    assert summary["statistics"][3]["on"] == "more" and summary["base"]["pass_at"]["k"] == 2
+    assert set(summary["base"]["sets"]["more"]) == {"0.0"}
     assert summary["statistics"][1]["seeds"] == [0, 1] and summary["not_finished"] == []
     assert (folder / "results" / "curves.png").stat().st_size > 0
     table = (folder / "results" / "table.md").read_text()

@@ -66,10 +66,10 @@ def test_a_study_file_that_is_not_well_posed_is_refused_with_the_fix(
     assert message in str(caught.value)
 
 
-def test_the_plan_runs_the_base_then_each_arm_by_seed(tmp_path: Path) -> None:
+def test_the_plan_runs_the_base_then_each_seed_across_the_arms(tmp_path: Path) -> None:
     spec = load_spec(write(tmp_path, GOOD))
     assert [run.name for run in planned_runs(spec)] == [
-        "base", "grpo-seed0", "grpo-seed1", "gigpo-seed0", "gigpo-seed1",
+        "base", "grpo-seed0", "gigpo-seed0", "grpo-seed1", "gigpo-seed1",
     ]  # fmt: skip
     assert checkpoint_points(100, 2) == [50, 100] and checkpoint_points(10, 3) == [4, 7, 10]
 

@@ -1,0 +1,151 @@
+"""`agentrl.study` beyond one held-out set: further sets (`EvalSet`), the base at several sampler seeds, its
+pass@k, and the statistics that use them (steps to another arm's final mean, the collapse rate). Pure logic
+on hand-written records; tests/smoke/test_study_cli.py runs them through the real trainer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentrl.errors import ConfigError
+from agentrl.study.report import base_values, final_at, summarise, table
+from agentrl.study.runner import Evaluation, final_evaluations, outcome
+from agentrl.study.spec import load_spec
+
+SPEC: dict[str, Any] = {
+    "task": "calc-chain",
+    "arms": [
+        {"name": "grpo", "overrides": ["credit.estimator=grpo"]},
+        {"name": "gigpo", "overrides": ["credit.estimator=gigpo"]},
+    ],
+    "seeds": [0, 1],
+    "env_step_budget": 100,
+    "checkpoints": 2,
+    "eval_tasks": 4,
+    "decodings": [0.5],
+    "evaluations": [
+        {"name": "big", "tasks": 8, "decodings": [0.0], "base_decodings": [0.3]},
+        {"name": "ood", "tasks": 5, "decodings": [0.0], "overrides": ["tasks.suite=other"]},
+    ],
+    "base_seeds": [0, 1],
+    "base_pass_at": 6,
+    "statistics": [
+        {"kind": "paired", "arm": "gigpo", "other": "grpo", "on": "big", "temperature": 0.0},
+        {"kind": "vs_base", "arm": "gigpo", "on": "big"},
+        {"kind": "steps_to_final", "arm": "gigpo", "other": "grpo"},
+        {"kind": "collapse_rate", "arm": "grpo", "on": "big", "temperature": 0.0},
+    ],
+}
+
+
+def load(tmp_path: Path, data: dict[str, Any]) -> Any:
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_spec(path)
+
+
+def test_the_base_evaluates_every_set_a_sampled_decoding_at_each_seed_and_its_pass_at_k_last(
+    tmp_path: Path,
+) -> None:
+    spec = load(tmp_path, SPEC)
+    base = [item.key for item in final_evaluations(spec, 0.5, True, train_temperature=0.7)]
+    assert base == [
+        ("", 0.5, 0, 1), ("", 0.5, 1, 1),
+        ("big", 0.0, 0, 1), ("big", 0.3, 0, 1), ("big", 0.3, 1, 1),
+        ("ood", 0.0, 0, 1),
+        ("", 0.7, 0, 6),
+    ]  # fmt: skip
+    trained = final_evaluations(spec, 0.5, base=False)
+    assert [item.key for item in trained] == [("", 0.5, 0, 1), ("big", 0.0, 0, 1), ("ood", 0.0, 0, 1)]
+    assert trained[-1] == Evaluation("ood", 5, 0.0, 0, 1, ("tasks.suite=other",))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"evaluations": [{"name": "a", "tasks": 2, "decodings": [0.0]}] * 2}, "distinct, non-empty name"),
+        ({"evaluations": [{"name": "a", "tasks": 2, "decodings": []}]}, "at least one decoding"),
+        ({"evaluations": [{"name": "a", "tasks": 0, "decodings": [0.0]}]}, "tasks >= 1"),
+        ({"base_seeds": []}, "at least one seed"),
+        ({"statistics": [{"kind": "vs_base", "arm": "grpo", "on": "huge"}]}, "on='huge' is not one of"),
+        ({"statistics": [{"kind": "steps_to_final", "arm": "grpo"}]}, "needs `other`"),
+    ],
+)
+def test_a_set_or_statistic_that_is_not_well_posed_is_refused(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        load(tmp_path, {**SPEC, **change})
+
+
+def test_pass_at_k_scores_each_task_by_its_best_episode_and_counts_infra_failures_apart() -> None:
+    rows = [
+        {"task_id": "a", "error": None, "success": False, "reward": 1.0},
+        {"task_id": "a", "error": None, "success": True, "reward": 4.0},
+        {"task_id": "b", "error": None, "success": False, "reward": 2.0},
+        {"task_id": "b", "error": "sandbox died", "success": False, "reward": 0.0},
+    ]
+    found = outcome(rows, "per_part_success", parts=4, samples=2)
+    assert found["value"] == pytest.approx((4 + 2) / 8) and found["tasks"] == 2
+    assert found["infra_failures"] == 1 and len(found["per_task"]) == 4
+    assert outcome(rows, "success_rate", parts=4, samples=2)["value"] == 0.5
+
+
+def decoding(on: str, temperature: float, value: float, seed: int = 0, samples: int = 1) -> dict[str, Any]:
+    return {"set": on, "temperature": temperature, "eval_seed": seed, "samples": samples, "value": value}
+
+
+def run(arm: str, seed: int, curve: list[float], big: float) -> dict[str, Any]:
+    points = [
+        {"checkpoint_env_steps": 50 * (i + 1), "env_steps": 50 * (i + 1), "temperature": 0.5, "value": v}
+        for i, v in enumerate(curve)
+    ]
+    decodings = [decoding("", 0.5, curve[-1]), decoding("big", 0.0, big), decoding("big", 0.3, big - 0.1)]
+    return {"run": f"{arm}-seed{seed}", "arm": arm, "seed": seed, "points": points, "decodings": decodings,
+            "env_steps": 100, "wall_s": 1.0, "done": True}  # fmt: skip
+
+
+BASE = {
+    "decodings": [
+        decoding("", 0.5, 0.20, 0), decoding("", 0.5, 0.30, 1),
+        decoding("big", 0.0, 0.40), decoding("big", 0.3, 0.30, 0), decoding("big", 0.3, 0.20, 1),
+        decoding("ood", 0.0, 0.10), decoding("", 0.5, 0.70, 0, samples=6),
+    ],
+    "done": True, "points": [], "env_steps": 0, "wall_s": 1.0,
+}  # fmt: skip
+
+
+def test_a_sampled_decoding_is_the_mean_over_seeds_and_pass_at_k_stays_out_of_the_base_values() -> None:
+    assert base_values(BASE) == {0.5: pytest.approx(0.25)}
+    assert base_values(BASE, "big") == {0.0: 0.40, 0.3: pytest.approx(0.25)}
+    record = run("grpo", 0, [0.3, 0.5], 0.6)
+    assert final_at(record, 0.0, "big") == 0.6 and final_at(record, None, "big") == 0.6
+    assert final_at(record, 0.3, "ood") is None and final_at(record, None) == 0.5
+
+
+def test_the_statistics_on_a_further_set_steps_to_final_and_the_collapse_rate(tmp_path: Path) -> None:
+    spec = load(tmp_path, SPEC)
+    records = {
+        "base": BASE,
+        "grpo-seed0": run("grpo", 0, [0.3, 0.5], 0.6),
+        "gigpo-seed0": run("gigpo", 0, [0.6, 0.7], 0.8),
+        "grpo-seed1": run("grpo", 1, [0.1, 0.1], 0.2),  # collapsed: below the base's best on big (0.40)
+        "gigpo-seed1": run("gigpo", 1, [0.2, 0.4], 0.5),
+    }
+    summary = summarise(spec, records)
+    paired, vs_base, steps, collapse = summary["statistics"]
+    assert paired["on"] == "big" and paired["difference"] == pytest.approx(0.25)  # (0.2 + 0.3) / 2
+    assert vs_base["base_decoding"] == {"temperature": 0.0, "value": 0.40} and vs_base["values"] == [0.8, 0.5]
+    # grpo's final mean is 0.3; gigpo seed 0 reaches it between 0 (base 0.25) and 50 steps, seed 1 at 75
+    assert steps["threshold"] == pytest.approx(0.3) and steps["reached_share"] == 1.0
+    assert steps["gigpo"]["per_seed"] == {"0": pytest.approx(50 * 0.05 / 0.35), "1": pytest.approx(75.0)}
+    assert collapse["collapsed"] == ["grpo-seed1"] and collapse["rate"] == 0.5
+    assert summary["base"]["pass_at"] == {"k": 6.0, "temperature": 0.5, "value": 0.7}
+    shown = table(summary)
+    assert "| big | 0 | 0.400 | 0.600 | 0.800 | 0.200 | 0.500 |" in shown
+    assert "pass@6 at T=0.5 on the main set: 0.700" in shown
+    assert "grpo on big: 1 of 2 runs below the base's best (T=0, 0.400), collapse rate 0.50" in shown
+    assert "gigpo minus grpo on big, paired by seed (2): +0.250" in shown
