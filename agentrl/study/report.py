@@ -103,10 +103,10 @@ def statistic(
     """One pre-named statistic from the finished runs (module docstring)."""
     mine = runs.get(item.arm, [])
     out: dict[str, Any] = {"kind": item.kind, "arm": item.arm, "runs": len(mine)}
-    if item.on:
-        out["on"] = item.on
+    if item.set:
+        out["set"] = item.set
     if item.kind == "vs_base":
-        compared = base_decoding(base, item.at, item.on, item.temperature)
+        compared = base_decoding(base, item.at, item.set, item.temperature)
         if compared is None or not mine:
             return {
                 **out,
@@ -114,7 +114,7 @@ def statistic(
                 "result": None,
                 "why": "the base or the arm has not been evaluated yet",
             }
-        finals = [final_at(run, compared[0], item.on) for run in mine]
+        finals = [final_at(run, compared[0], item.set) for run in mine]
         values = [value for value in finals if value is not None]
         missing = [run.get("run", "") for run, value in zip(mine, finals, strict=True) if value is None]
         mean, low, high = band(values) if values else (float("nan"),) * 3
@@ -133,15 +133,15 @@ def statistic(
     theirs = runs.get(item.other, [])
     if item.kind == "paired":
         seeds = sorted({run["seed"] for run in mine} & {run["seed"] for run in theirs})
-        first = [final_at(run_of(mine, seed), item.temperature, item.on) for seed in seeds]
-        second = [final_at(run_of(theirs, seed), item.temperature, item.on) for seed in seeds]
+        first = [final_at(run_of(mine, seed), item.temperature, item.set) for seed in seeds]
+        second = [final_at(run_of(theirs, seed), item.temperature, item.set) for seed in seeds]
         pairs = [(a, b) for a, b in zip(first, second, strict=True) if a is not None and b is not None]
         if not pairs:
             return {**out, "other": item.other, "result": None, "why": "no seed has finished both arms"}
         mean, low, high = paired_band([a for a, _ in pairs], [b for _, b in pairs])
         return {**out, "other": item.other, "seeds": seeds, "difference": mean, "band": [low, high]}
     if item.kind == "collapse_rate":
-        return {**out, **collapse_rate(mine, base_decoding(base, "best", item.on), item)}
+        return {**out, **collapse_rate(mine, base_decoding(base, "best", item.set), item)}
     start = base_values(base)
     start_value = next(iter(start.values()), 0.0) if start else 0.0
     if item.kind == "steps_to_final":
@@ -171,11 +171,11 @@ def statistic(
 def collapse_rate(
     runs: Sequence[Mapping[str, Any]], compared: tuple[float, float] | None, item: Statistic
 ) -> dict[str, Any]:
-    """The share of `runs` whose final value (at `item.temperature` on `item.on`) is below the base's best
+    """The share of `runs` whose final value (at `item.temperature` on `item.set`) is below the base's best
     decoding `compared` there; a run never evaluated there counts as collapsed (at the metric's floor)."""
     if compared is None or not runs:
         return {"result": None, "why": "the base or the arm has not been evaluated yet"}
-    finals = {str(run.get("run", "")): final_at(run, item.temperature, item.on) for run in runs}
+    finals = {str(run.get("run", "")): final_at(run, item.temperature, item.set) for run in runs}
     below = sorted(name for name, value in finals.items() if value is None or value < compared[1])
     return {
         "base_decoding": {"temperature": compared[0], "value": compared[1]},
@@ -398,13 +398,13 @@ def statistic_line(item: Mapping[str, Any]) -> str:
                 f"[{worst['band'][0]:.3f}, {worst['band'][1]:.3f}] over {len(item['values']) + len(missing)} "
                 f"runs, {'above' if worst['above_base'] else 'not above'} the base"
             )
-        on = f" on {item['on']}" if item.get("on") else ""
+        on = f" on {item['set']}" if item.get("set") else ""
         return (
             f"{item['arm']} vs the base{on} at {where} (T={base['temperature']:g}, {base['value']:.3f}): "
             f"{item['mean']:.3f} [{item['band'][0]:.3f}, {item['band'][1]:.3f}] over {len(item['values'])} "
             f"runs, {verdict}{left_out}"
         )
-    on = f" on {item['on']}" if item.get("on") else ""
+    on = f" on {item['set']}" if item.get("set") else ""
     if item["kind"] == "paired":
         return (
             f"{item['arm']} minus {item['other']}{on}, paired by seed ({len(item['seeds'])}): "

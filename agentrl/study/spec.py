@@ -61,7 +61,7 @@ class EvalSet:
     """A held-out set besides the main one (the first `eval_tasks` tasks of the run config's eval split), on
     which each run's final weights and the base are evaluated.
 
-    name:      how records and statistics (`Statistic.on`) name it
+    name:      how records and statistics (`Statistic.set`) name it
     tasks:     its first `tasks` held-out tasks
     decodings: temperatures it is evaluated at (0: greedy)
     overrides: `key=value` overrides of the run config for it (e.g. `tasks.suite=calc-chain-r4-ood`, a set in
@@ -96,7 +96,7 @@ class Statistic:
     threshold: "steps_to_threshold": the value to reach, in the study's `metric`
     at:        "vs_base": "best" (the base's best decoding, the test a learning claim needs) or "training"
                (the run config's `eval.temperature`, the base and the arm both evaluated there)
-    on:        "vs_base", "paired", "collapse_rate": the held-out set compared on: "" the main one, else an
+    set:       "vs_base", "paired", "collapse_rate": the held-out set compared on: "" the main one, else an
                `EvalSet` name
     temperature: "vs_base", "paired", "collapse_rate": the final decoding compared (the arm's and, for
                "vs_base", the base's too; None: "vs_base" as `at` says, "paired" and "collapse_rate" the last
@@ -108,7 +108,7 @@ class Statistic:
     other: str = ""
     threshold: float = 0.0
     at: str = "best"
-    on: str = ""
+    set: str = ""
     temperature: float | None = None
 
 
@@ -233,10 +233,10 @@ def check_spec(spec: StudySpec) -> None:
         raise ConfigError("study.base_seeds needs at least one seed and study.base_pass_at must be >= 0")
     for statistic in spec.statistics:
         check_statistic(statistic, set(names))
-        if statistic.on and statistic.on not in sets:
+        if statistic.set and statistic.set not in sets:
             raise ConfigError(
-                f"study statistic {statistic.kind} of {statistic.arm!r}: on={statistic.on!r} is not one of "
-                f"study.evaluations ({', '.join(sets) or 'none'}); name one, or leave `on` out for the main "
+                f"study statistic {statistic.kind} of {statistic.arm!r}: set={statistic.set!r} is not one of "
+                f"study.evaluations ({', '.join(sets) or 'none'}); name one, or leave `set` out for the main "
                 "set"
             )
     for played in spec.also_played:

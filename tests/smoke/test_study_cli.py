@@ -46,9 +46,9 @@ STUDY = {
         {"kind": "vs_base", "arm": "gigpo"},
         {"kind": "paired", "arm": "gigpo", "other": "grpo"},
         {"kind": "steps_to_threshold", "arm": "gigpo", "other": "grpo", "threshold": 0.5},
-        {"kind": "paired", "arm": "gigpo", "other": "grpo", "on": "more", "temperature": 0.0},
+        {"kind": "paired", "arm": "gigpo", "other": "grpo", "set": "more", "temperature": 0.0},
         {"kind": "steps_to_final", "arm": "gigpo", "other": "grpo"},
-        {"kind": "collapse_rate", "arm": "gigpo", "on": "more"},
+        {"kind": "collapse_rate", "arm": "gigpo", "set": "more"},
     ],
 }
 
@@ -138,7 +138,7 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     assert [item["kind"] for item in summary["statistics"]] == [
         "vs_base", "paired", "steps_to_threshold", "paired", "steps_to_final", "collapse_rate",
     ]  # fmt: skip
-    assert summary["statistics"][3]["on"] == "more" and summary["base"]["pass_at"]["k"] == 2
+    assert summary["statistics"][3]["set"] == "more" and summary["base"]["pass_at"]["k"] == 2
     assert set(summary["base"]["sets"]["more"]) == {"0.0"}
     assert summary["statistics"][1]["seeds"] == [0, 1] and summary["not_finished"] == []
     assert (folder / "results" / "curves.png").stat().st_size > 0

@@ -33,10 +33,10 @@ SPEC: dict[str, Any] = {
     "base_seeds": [0, 1],
     "base_pass_at": 6,
     "statistics": [
-        {"kind": "paired", "arm": "gigpo", "other": "grpo", "on": "big", "temperature": 0.0},
-        {"kind": "vs_base", "arm": "gigpo", "on": "big"},
+        {"kind": "paired", "arm": "gigpo", "other": "grpo", "set": "big", "temperature": 0.0},
+        {"kind": "vs_base", "arm": "gigpo", "set": "big"},
         {"kind": "steps_to_final", "arm": "gigpo", "other": "grpo"},
-        {"kind": "collapse_rate", "arm": "grpo", "on": "big", "temperature": 0.0},
+        {"kind": "collapse_rate", "arm": "grpo", "set": "big", "temperature": 0.0},
     ],
 }
 
@@ -70,7 +70,7 @@ def test_the_base_evaluates_every_set_a_sampled_decoding_at_each_seed_and_its_pa
         ({"evaluations": [{"name": "a", "tasks": 2, "decodings": []}]}, "at least one decoding"),
         ({"evaluations": [{"name": "a", "tasks": 0, "decodings": [0.0]}]}, "tasks >= 1"),
         ({"base_seeds": []}, "at least one seed"),
-        ({"statistics": [{"kind": "vs_base", "arm": "grpo", "on": "huge"}]}, "on='huge' is not one of"),
+        ({"statistics": [{"kind": "vs_base", "arm": "grpo", "set": "huge"}]}, "set='huge' is not one of"),
         ({"statistics": [{"kind": "steps_to_final", "arm": "grpo"}]}, "needs `other`"),
     ],
 )
@@ -137,7 +137,7 @@ def test_the_statistics_on_a_further_set_steps_to_final_and_the_collapse_rate(tm
     }
     summary = summarise(spec, records)
     paired, vs_base, steps, collapse = summary["statistics"]
-    assert paired["on"] == "big" and paired["difference"] == pytest.approx(0.25)  # (0.2 + 0.3) / 2
+    assert paired["set"] == "big" and paired["difference"] == pytest.approx(0.25)  # (0.2 + 0.3) / 2
     assert vs_base["base_decoding"] == {"temperature": 0.0, "value": 0.40} and vs_base["values"] == [0.8, 0.5]
     # grpo's final mean is 0.3; gigpo seed 0 reaches it between 0 (base 0.25) and 50 steps, seed 1 at 75
     assert steps["threshold"] == pytest.approx(0.3) and steps["reached_share"] == 1.0
