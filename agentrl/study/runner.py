@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -359,13 +360,13 @@ def run_training(
         if state is not None and state.env_steps >= point:
             if state.step == recorded_step:  # the last segment's last step played past this point too
                 record["points"].append({**record["points"][-1], "checkpoint_env_steps": point})
-            else:  # trained and evaluated, then interrupted before the record was written
+            else:  # trained, then interrupted before the record was written: evaluated or not
                 found = last_evaluation(spec, layout, name, state.step, temperature)
-                if not found["per_task"]:
-                    raise ConfigError(
-                        f"{run_dir} was interrupted during its evaluation at step {state.step}; delete that "
-                        f"folder and {layout.record(planned.name)} to train {planned.name} again"
+                if not found["per_task"]:  # interrupted during the evaluation: the checkpoint's again
+                    found = checkpoint_evaluation(
+                        spec, layout, planned, run_dir, newest or run_dir, temperature
                     )
+                    log(f"  {planned.name}: step {state.step}'s evaluation, interrupted, played again")
                 record["points"].append(
                     {
                         "checkpoint_env_steps": point,
@@ -409,6 +410,53 @@ def run_training(
     )
     record["done"] = True
     write_record(layout, planned.name, record)
+
+
+def checkpoint_evaluation(
+    spec: StudySpec, layout: Layout, planned: PlannedRun, run_dir: Path, newest: Path, temperature: float
+) -> dict[str, Any]:
+    """The evaluation a training segment would have ended with, of its last checkpoint's weights (`newest`,
+    loaded as `checkpoint_weights` assembles them): what an interruption during that evaluation left out.
+    Seeded like every held-out evaluation, so it is the evaluation the segment would have recorded."""
+    assert planned.arm is not None
+    weights = checkpoint_weights(run_dir, newest)
+    item = Evaluation("", spec.eval_tasks, float(temperature))
+    found = evaluation(spec, layout, planned.name, item, weights, spec.arm(planned.arm).overrides)
+    return {key: value for key, value in found.items() if key not in ("set", "eval_seed", "samples")}
+
+
+WEIGHT_FILES = ("config.json", "generation_config.json")
+
+
+def checkpoint_weights(run_dir: Path, checkpoint: Path) -> Path:
+    """A model folder `model.name=` loads: `checkpoint`'s full weights with the tokenizer files the run
+    saved in `final/` (a checkpoint holds no tokenizer), made once under the run folder; `ConfigError` when
+    the checkpoint holds adapters only or the run never saved `final/`."""
+    final = run_dir / "final"
+    if not list(checkpoint.glob("*.safetensors")) or not (checkpoint / "config.json").is_file():
+        raise ConfigError(
+            f"{checkpoint} holds no full weights (a LoRA run's adapters): delete {run_dir} and its record to "
+            "train that run again"
+        )
+    if not (final / "tokenizer_config.json").is_file():
+        raise ConfigError(
+            f"{run_dir} was interrupted during its first evaluation, before it saved final/: delete that "
+            "folder and the run's record to train it again"
+        )
+    folder = run_dir / f"eval-{checkpoint.name}"
+    if folder.is_dir():
+        return folder
+    partial = run_dir / f"eval-{checkpoint.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    for path in checkpoint.iterdir():
+        if path.name in WEIGHT_FILES or path.suffix == ".safetensors":
+            shutil.copy2(path, partial / path.name)
+    for path in final.iterdir():
+        if path.is_file() and path.name not in WEIGHT_FILES and path.suffix != ".safetensors":
+            shutil.copy2(path, partial / path.name)
+    partial.replace(folder)
+    return folder
 
 
 def evaluation(

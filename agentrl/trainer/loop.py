@@ -14,9 +14,10 @@ cross-rank collectives (marked [c]) line up by construction, not by a comment:
        update, the weights out [c]), `seat.record` (rank 0: store, metrics, the env steps counted), a
        checkpoint when due [c]; with `train.env_step_budget` > 0, rank 0's word on whether its count has
        reached the budget [c], and the steps end there if it has
-    6. `seat.finish_training` (SFT: the weights into the engine once [c]), evaluation after (as 1), both at
-       the last step played
-    7. `seat.close` (rank 0: the final weights); the result
+    6. `seat.finish_training` (SFT: the weights into the engine once [c]), `seat.close` (rank 0: the final
+       weights, saved before the evaluation so that one interrupted can be played again from them), then the
+       evaluation after (as 1), all at the last step played
+    7. the result
 
 The seats (`Seat` implementations): `trainer/train.py` has rank 0's sync seat and the data-parallel rollout
 rank's; `trainer/async_loop.py` the async producer's (rank 0 alone);
@@ -153,9 +154,10 @@ async def run_loop(config: RunConfig, seat: Seat, resume: Resume | None) -> Loop
     # 6. after the last step
     peaks.close()
     await seat.finish_training(learner, last_step)
+    folder = seat.close()  # the final weights before the evaluation: one it never finished can be replayed
     after = await seat.evaluate(last_step) if config.eval.after else None
     # 7. the result
-    return before, after, seat.close()
+    return before, after, folder
 
 
 def first_step(resume: Resume | None) -> int:

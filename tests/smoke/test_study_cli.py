@@ -11,6 +11,7 @@ a test of learning (a random model), or of the statistics' arithmetic (tests/uni
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,22 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     assert "step 3 " not in resumed.stdout  # no training step was played again
     again = json.loads((folder / "results" / "runs" / "gigpo-seed1.json").read_text())
     assert again["done"] and again["points"] == before["points"]
+
+    # an interruption during that evaluation (its episodes never stored): the runner evaluates the last
+    # checkpoint's weights again, seeded as the segment's own evaluation was, and gets the same point
+    (folder / "results" / "runs" / "gigpo-seed1.json").write_text(json.dumps(cut))
+    with sqlite3.connect(folder / "runs" / "store.db") as db:
+        hidden = db.execute(
+            "UPDATE episodes SET split = 'eval-lost' WHERE split = 'eval' AND step = ? AND run_id IN "
+            "(SELECT id FROM runs WHERE name = 'tiny-gigpo-seed1')",
+            (before["points"][-1]["train_step"],),
+        ).rowcount
+    assert hidden == 2
+    replayed = study(repo_root, tmp_path, "run")
+    assert replayed.returncode == 0, replayed.stderr[-4000:]
+    assert "evaluation, interrupted, played again" in replayed.stdout and "step 3 " not in replayed.stdout
+    again = json.loads((folder / "results" / "runs" / "gigpo-seed1.json").read_text())
+    assert again["done"] and again["points"][-1]["per_task"] == before["points"][-1]["per_task"]
 
     status = study(repo_root, tmp_path, "status")
     assert status.returncode == 0 and status.stdout.count("done (") == 5

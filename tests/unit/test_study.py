@@ -11,7 +11,7 @@ import yaml
 
 from agentrl.errors import ConfigError
 from agentrl.study.report import summarise, table
-from agentrl.study.runner import checkpoint_points, outcome, planned_runs
+from agentrl.study.runner import checkpoint_points, checkpoint_weights, outcome, planned_runs
 from agentrl.study.spec import load_spec
 from agentrl.study.stats import band, censored_steps, paired_band, steps_to_threshold
 
@@ -172,3 +172,26 @@ def test_vs_base_at_the_training_temperature_and_tasks_gained_and_lost_at_the_be
     assert "| base | 0 | 0.200 | 0.300 | |" in shown
     assert "| gigpo-seed0 | 100 | 0.700 | 0.800 | 1 / 1 |" in shown
     assert "gigpo vs the base at the training temperature (T=0.7, 0.200): 0.700" in shown
+
+
+def test_a_checkpoint_is_evaluated_with_the_tokenizer_files_the_run_saved_and_adapters_alone_are_refused(
+    tmp_path: Path,
+) -> None:
+    run_dir, checkpoint = tmp_path / "run", tmp_path / "run" / "checkpoints" / "step-000003"
+    checkpoint.mkdir(parents=True)
+    with pytest.raises(ConfigError, match="holds no full weights"):
+        checkpoint_weights(run_dir, checkpoint)
+    for name in ("config.json", "model.safetensors", "state.json", "trainer.pt"):
+        (checkpoint / name).write_text(f"checkpoint {name}")
+    with pytest.raises(ConfigError, match="before it saved final/"):
+        checkpoint_weights(run_dir, checkpoint)
+    (run_dir / "final").mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (run_dir / "final" / name).write_text(f"final {name}")
+    folder = checkpoint_weights(run_dir, checkpoint)
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+    ]  # fmt: skip
+    assert (folder / "model.safetensors").read_text() == "checkpoint model.safetensors"
+    assert (folder / "tokenizer.json").read_text() == "final tokenizer.json"
+    assert checkpoint_weights(run_dir, checkpoint) == folder  # made once
