@@ -2,6 +2,8 @@
 
     .venv/bin/python studies/scripts/calc_chain_failures.py
     # -> studies/calc-chain-gonogo/results/calc_chain_failures.json
+    .venv/bin/python studies/scripts/calc_chain_failures.py --study calc-chain-s4m-compare --set heldout-256
+    # -> studies/calc-chain-s4m-compare/results/failures.json: the study's stored evaluations, labelled
 
 The go/no-go (`studies/scripts/calc_chain_gonogo.py`) measured that parts 2 and 3 are solved far less often
 than part 1 although the parts are independent problems of one kind, and kept outcomes, not turns. This script
@@ -19,6 +21,17 @@ was not answered right with what its turns show (a part can carry several labels
     never_submitted: the part's turn budget ran out without a submit
     wrong_other:     none of the above
 
+Every part, right or not, also gets its first call scored apart from whether it parsed and whether it was
+submitted (issue 53): `parses` (the part's first turn is a well-formed tool call), `expression` (its first
+python call's first arithmetic expression: `right` when its value is the part's answer,
+`operands_misordered` when it uses the task's numbers but another order or operator, `wrong_operands`,
+`not_arithmetic` when the code holds no expression of integers, `no_python` when the part made no python
+call), `submitted` and `right`.
+
+With `--study NAME` nothing is played: the held-out evaluations that `agentrl study run` stored (the final
+ones of each run and the base, on `--set` at `--temperature`, sampler seed 0) are read from the study's
+store and labelled the same way, one entry per run.
+
 What this is not: a training run, or a measure of the estimators. The labels are heuristics over the text
 and the env's observations, stated here so a reader can check them against `examples` in the JSON.
 """
@@ -26,6 +39,7 @@ and the env's observations, stated here so a reader can check them against `exam
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import json
 import re
@@ -33,10 +47,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from agentrl.agent.parsing import parse_turn
 from agentrl.config import load_config
 from agentrl.cpu import cpu_flags
 from agentrl.memory import choose_allocator
@@ -61,7 +76,7 @@ LABELS = (
 )
 
 
-def turns_by_part(episode: Episode, parts: int) -> list[list[Turn]]:
+def turns_by_part(episode: Episode | Stored, parts: int) -> list[list[Turn]]:
     """The episode's turns split by the part they answered (`info["part"]`)."""
     split: list[list[Turn]] = [[] for _ in range(parts)]
     for turn in episode.turns:
@@ -115,20 +130,94 @@ def part_labels(turns: Sequence[Turn], answer: str, earlier: Sequence[str]) -> l
     return labels or ["wrong_other"]
 
 
-def analyse(episodes: Sequence[Episode], tasks: Sequence[Mapping[str, Any]], parts: int) -> dict[str, Any]:
+FIRST_CALL = ("right", "operands_misordered", "wrong_operands", "not_arithmetic", "no_python")
+
+
+def first_call(turns: Sequence[Turn], expression: str, answer: str) -> dict[str, Any]:
+    """The part's first call scored apart from parsing and submitting (module docstring); pure."""
+    codes = [str(args.get("code", "")) for turn in turns for name, args in calls(turn) if name == "python"]
+    first = turns[0] if turns else None
+    return {
+        "parses": first is not None and bool(first.action.tool_calls) and not first.action.parse_error,
+        "expression": expression_label(codes[0], expression, answer) if codes else "no_python",
+        "submitted": submitted(turns) is not None,
+        "right": any(turn.info.get("part_correct") is True for turn in turns),
+    }
+
+
+def expression_label(code: str, expression: str, answer: str) -> str:
+    """How `code`'s first arithmetic expression compares with the task's `expression` (`FIRST_CALL`)."""
+    found = first_arithmetic(code)
+    if found is None:
+        return "not_arithmetic"
+    value = arithmetic_value(found)
+    if value is not None and str(value) == answer.strip():
+        return "right"
+    wanted = first_arithmetic(expression)
+    same = wanted is not None and sorted(integers(found)) == sorted(integers(wanted))
+    return "operands_misordered" if same else "wrong_operands"
+
+
+def first_arithmetic(code: str) -> ast.expr | None:
+    """The first binary operation over integers in `code` (outermost first), or None; pure."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and arithmetic_value(node) is not None:
+            return node
+    return None
+
+
+def arithmetic_value(node: ast.expr) -> int | None:
+    """The value of an expression of integer literals under + - * and unary minus; None for anything else."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = arithmetic_value(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
+        left, right = arithmetic_value(node.left), arithmetic_value(node.right)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.Add):
+            return left + right
+        return left - right if isinstance(node.op, ast.Sub) else left * right
+    return None
+
+
+def integers(node: ast.expr) -> list[int]:
+    """The integer literals of an arithmetic expression, in the order they are written."""
+    ordered = sorted(
+        (child for child in ast.walk(node) if isinstance(child, ast.Constant) and type(child.value) is int),
+        key=lambda child: (child.lineno, child.col_offset),
+    )
+    return [child.value for child in ordered if isinstance(child.value, int)]
+
+
+def analyse(
+    episodes: Sequence[Episode | Stored], tasks: Sequence[Mapping[str, Any]], parts: int
+) -> dict[str, Any]:
     """Per part index: how often it was right, and the labels of its failures; a few labelled examples."""
     by_id = {episode.task_id: episode for episode in episodes}
     right = [0] * parts
     labels: list[Counter[str]] = [Counter() for _ in range(parts)]
     by_form: dict[str, Counter[str]] = {}
+    scored: list[Counter[str]] = [Counter() for _ in range(parts)]
     examples: list[dict[str, Any]] = []
     played = 0
     for task in tasks:
-        episode = by_id[task["id"]]
-        if episode.is_infra_failure:
+        episode = by_id.get(task["id"])
+        if episode is None or episode.is_infra_failure:
             continue
         played += 1
         for part, turns in enumerate(turns_by_part(episode, parts)):
+            score = first_call(turns, (task.get("expressions") or [""] * parts)[part], task["answers"][part])
+            scored[part].update(
+                [f"expression_{score['expression']}"]
+                + [key for key in ("parses", "submitted", "right") if score[key]]
+            )
             form = (task.get("forms") or ["?"] * parts)[part]
             counts = by_form.setdefault(form, Counter())
             counts["parts"] += 1
@@ -155,8 +244,83 @@ def analyse(episodes: Sequence[Episode], tasks: Sequence[Mapping[str, Any]], par
         "failure_labels_by_part": [dict(counter) for counter in labels],
         "failures_by_part": [played - count for count in right],
         "by_form": {form: dict(counter) for form, counter in sorted(by_form.items())},
+        "first_call_by_part": [first_call_shares(counter, played) for counter in scored],
         "examples": examples,
     }
+
+
+def first_call_shares(counter: Counter[str], played: int) -> dict[str, float]:
+    """A part's first-call counts as shares of the chains played: parses, submitted, right, and each
+    expression label (`expression_<label>`, summing to 1)."""
+    keys = ["parses", "submitted", "right", *(f"expression_{label}" for label in FIRST_CALL)]
+    return {key: counter[key] / max(1, played) for key in keys}
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A held-out episode read back from a study's store, as `analyse` reads an `Episode`."""
+
+    task_id: str
+    is_infra_failure: bool
+    turns: list[Turn]
+
+
+def stored_episode(row: Mapping[str, Any]) -> Stored:
+    """A stored episode (`agentrl.store.repository.episode_dict`) with its turns re-parsed from their text,
+    as the runner parsed them when they were played."""
+    turns = [
+        Turn(
+            index=int(turn["index"]),
+            prompt_ids=(),
+            completion_ids=(),
+            completion_logprobs=(),
+            text=str(turn["text"]),
+            action=parse_turn(str(turn["text"])),
+            observation=str(turn["observation"] or ""),
+            reward=float(turn["reward"]),
+            invalid=bool(turn["invalid"]),
+            state_key=turn["state_key"],
+            info=dict(turn["info"] or {}),
+        )
+        for turn in sorted(row["turns"], key=lambda turn: int(turn["index"]))
+    ]
+    return Stored(str(row["task_id"]), row["error"] is not None, turns)
+
+
+def study_failures(name: str, held_out: str, temperature: float, root: Path = ROOT) -> dict[str, Any]:
+    """Each run's final evaluation (and the base's) on held-out set `held_out` ("" the main one) at
+    `temperature`, sampler seed 0, read from study `name`'s store and labelled; a run not evaluated there
+    yet is listed as missing. `root`: the checkout whose `studies/` holds it."""
+    from agentrl.store.repository import close_store, list_runs, load_episodes, open_store
+    from agentrl.study.runner import Layout, planned_runs
+    from agentrl.study.spec import STUDIES_DIR, load_spec
+
+    layout = Layout(root / STUDIES_DIR / name)
+    if not (layout.train_runs / "store.db").is_file():
+        raise SystemExit(f"{layout.train_runs / 'store.db'} does not exist: run the study first")
+    spec = load_spec(layout.spec)
+    chosen = next((item for item in spec.evaluations if item.name == held_out), None)
+    if held_out and chosen is None:
+        raise SystemExit(f"study {name} has no held-out set {held_out!r}")
+    config = load_config(spec.task, [*spec.overrides, *(chosen.overrides if chosen else ())])
+    parts = int(config.env.kwargs.get("parts", 1))
+    count = chosen.tasks if chosen else spec.eval_tasks
+    tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)[:count]
+    store = open_store(f"sqlite:///{(layout.train_runs / 'store.db').resolve()}")
+    found: dict[str, Any] = {}
+    try:
+        stored = list_runs(store)  # newest first
+        for planned in planned_runs(spec):
+            prefix = f"{name}-{planned.name}-eval-{held_out or 'main'}-T{temperature:g}-s0-k1-"
+            run = next((row for row in stored if str(row["name"]).startswith(prefix)), None)
+            if run is None:
+                found[planned.name] = None
+                continue
+            rows = [row for row in load_episodes(store, run["id"]) if row["split"] == "eval"]
+            found[planned.name] = analyse([stored_episode(row) for row in rows], tasks, parts)
+    finally:
+        close_store(store)
+    return {"study": name, "set": held_out, "temperature": temperature, "parts": parts, "runs": found}
 
 
 async def play(task: str, count: int, temperature: float, overrides: Sequence[str]) -> dict[str, Any]:
@@ -175,8 +339,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=24, help="held-out chains")
     parser.add_argument("--temperature", type=float, default=0.3, help="0 decodes greedily")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--study", default="", help="label a study's stored evaluations; play nothing")
+    parser.add_argument("--set", default="", help="--study: the held-out set (default: the main one)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="--study: the checkout holding studies/")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     args = parser.parse_args(argv)
+    if args.study:
+        labelled = study_failures(args.study, args.set, args.temperature, args.root)
+        out = args.root / "studies" / args.study / "results" / f"failures-{args.set or 'main'}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"commit": code_version(), **labelled}, indent=1) + "\n")
+        print(f"wrote {out}")
+        return 0
     choose_allocator()
     overrides = [f"name=failures-{time.strftime('%Y%m%d-%H%M%S')}", "runs_dir=runs/gonogo", *args.overrides]
     started = time.perf_counter()
