@@ -328,12 +328,25 @@ def table(summary: Mapping[str, Any]) -> str:
             rows.append(f"| {name} | | not started | | |")
         elif name == BASE:
             rows.append(f"| {name} | 0 | {value_at(decodings, train_t)} | {value_at(decodings, best_t)} | |")
+        elif record.get("demos") is not None:
+            rows.append(reference_row(name, record, train_t, best_t))
         else:
             rows.extend(run_rows(name, record, best_t, base_tasks))
     lines = [*rows, *sets_table(summary), ""]
     for item in summary["statistics"]:
         lines.append(f"- {statistic_line(item)}")
     return "\n".join(lines)
+
+
+def reference_row(name: str, record: Mapping[str, Any], train_t: float | None, best_t: float | None) -> str:
+    """A reference line's row (`StudySpec.references`): its demonstrations' env steps and its final values
+    on the main set at the training temperature and at the base's best decoding."""
+    shown = [final_at(record, t) if t is not None and record.get("done") else None for t in (train_t, best_t)]
+    values = ["" if value is None else f"{value:.3f}" for value in shown]
+    label = f"{name} (reference: SFT on {record['demos']['kept']} demonstrations)"
+    if not record.get("done"):
+        label += " (not finished)"
+    return f"| {label} | {int(record['demos']['env_steps']):,} | {values[0]} | {values[1]} | |"
 
 
 def value_at(values: Mapping[float, float], temperature: float | None) -> str:

@@ -86,17 +86,19 @@ class PlannedRun:
     arm: str | None = None
     seed: int | None = None
     played_elsewhere: bool = False  # a `PlayedRun`: counted, never played by `run`
+    reference: bool = False  # a `Reference` line: played after the base, in no statistic
 
 
 def planned_runs(spec: StudySpec) -> list[PlannedRun]:
-    """The base first, then each seed's arms (every arm's seed 0, then every arm's seed 1, ...: a study
-    stopped partway has whole pairs to compare), in the order they run, then the plays outside the plan that
-    count (`StudySpec.also_played`)."""
+    """The base first, then the reference lines (`StudySpec.references`), then each seed's arms (every
+    arm's seed 0, then every arm's seed 1, ...: a study stopped partway has whole pairs to compare), in the
+    order they run, then the plays outside the plan that count (`StudySpec.also_played`)."""
     trained = [
         PlannedRun(f"{arm.name}-seed{seed}", arm.name, seed) for seed in spec.seeds for arm in spec.arms
     ]
     extra = [PlannedRun(run.name, run.arm, run.seed, True) for run in spec.also_played]
-    return [PlannedRun(BASE), *trained, *extra]
+    references = [PlannedRun(item.name, reference=True) for item in spec.references]
+    return [PlannedRun(BASE), *references, *trained, *extra]
 
 
 def checkpoint_points(budget: int, count: int) -> list[int]:
@@ -217,7 +219,9 @@ def run(layout: Layout, log: Log = print) -> None:
             )
             continue
         log(f"study {layout.name}: {planned.name}")
-        if planned.arm is None:
+        if planned.reference:
+            run_reference(spec, layout, planned, record or new_record(planned), log)
+        elif planned.arm is None:
             run_base(spec, layout, record or new_record(planned), log)
         else:
             run_training(spec, layout, planned, record or new_record(planned), log)
@@ -338,6 +342,56 @@ def run_base(spec: StudySpec, layout: Layout, record: dict[str, Any], log: Log) 
     run_evaluations(spec, layout, BASE, record, planned, started, log)
     record["done"] = True
     write_record(layout, BASE, record)
+
+
+def run_reference(
+    spec: StudySpec, layout: Layout, planned: PlannedRun, record: dict[str, Any], log: Log
+) -> None:
+    """A reference line (`StudySpec.references`, kind sft): the scripted policy's demonstrations, SFT of
+    the base on them, then the final evaluations of a trained run and the main set at the eval temperature.
+    Each stage is recorded when it ends; SFT is not resumable, so an interrupted one starts again."""
+    from agentrl.config import load_config
+    from agentrl.demos import load_demos, make_demos
+    from agentrl.trainer.sft import sft
+
+    reference = spec.reference(planned.name)
+    started = time.perf_counter() - float(record["wall_s"])
+    demos_name, sft_name = (f"{layout.name}-{reference.name}-{kind}" for kind in ("demos", "sft"))
+    if "demos" not in record:
+        config = load_config(spec.task, [*shared_overrides(spec, layout, demos_name), *reference.overrides])
+        made = asyncio.run(make_demos(config, "scripted", reference.demos))
+        steps = sum(len(episode.turns) for episode in load_demos(made.path).episodes)
+        record["demos"] = {
+            "path": str(made.path),
+            "kept": made.kept,
+            "played": made.played,
+            "env_steps": steps,
+        }
+        record["env_steps"], record["wall_s"] = steps, time.perf_counter() - started
+        write_record(layout, planned.name, record)
+        log(f"  {planned.name}: {made.kept} demonstrations kept of {made.played}, {steps} env steps")
+    final = layout.train_runs / sft_name / "final"
+    sft_overrides = [
+        *shared_overrides(spec, layout, sft_name),
+        f"sft.demos={record['demos']['path']}",
+        "eval.before=false",
+        "eval.after=false",
+        *reference.overrides,
+    ]
+    config = load_config(spec.task, sft_overrides)
+    if not final.is_dir():
+        shutil.rmtree(layout.train_runs / sft_name, ignore_errors=True)
+        asyncio.run(sft(config))
+        record["wall_s"] = time.perf_counter() - started
+        write_record(layout, planned.name, record)
+    temperature = config.eval.temperature
+    planned_evaluations = [
+        Evaluation("", spec.eval_tasks, float(temperature)),
+        *final_evaluations(spec, temperature, base=False),
+    ]
+    run_evaluations(spec, layout, planned.name, record, planned_evaluations, started, log, final)
+    record["done"] = True
+    write_record(layout, planned.name, record)
 
 
 def run_training(

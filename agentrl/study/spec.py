@@ -78,6 +78,26 @@ class EvalSet:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """A reference line beside the base that no statistic uses: the base trained another way, then
+    evaluated as each run's final weights are (the main set at the run config's `eval.temperature` and at
+    each of `decodings`, and every further set).
+
+    name:      its run's name (distinct from the arms', the plays', and "base")
+    demos:     "sft": the successful episodes of the env's scripted policy to keep (`agentrl demos`, on
+               training tasks); the env steps they played are recorded beside the arms' budget
+    kind:      "sft": supervised fine-tuning of the base on those demonstrations (`agentrl sft`)
+    overrides: `key=value` overrides of its demonstrations and its SFT run (e.g. `sft.epochs=1`); its
+               evaluations use the study's own
+    """
+
+    name: str
+    demos: int
+    kind: str = "sft"
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Statistic:
     """A pre-named statistic.
 
@@ -134,6 +154,8 @@ class StudySpec:
     evaluations:     further held-out sets each run's final weights and the base are evaluated on (`EvalSet`)
     base_seeds:      the base's sampled decodings (temperature > 0) are evaluated at each of these
                      `eval.seed`s, their value the mean over seeds (greedy once: it does not depend on one)
+    references:      reference lines beside the base that no statistic uses (`Reference`: e.g. SFT on
+                     scripted demonstrations), played after the base
     base_pass_at:    k > 0: the base's pass@k on the main set at the run config's training temperature
                      (`sampling.temperature`; k episodes per task, `eval.samples`; a task counts its best
                      episode), a reference line
@@ -155,9 +177,13 @@ class StudySpec:
     evaluations: tuple[EvalSet, ...] = ()
     base_seeds: tuple[int, ...] = (0,)
     base_pass_at: int = 0
+    references: tuple[Reference, ...] = ()
 
     def arm(self, name: str) -> Arm:
         return next(arm for arm in self.arms if arm.name == name)
+
+    def reference(self, name: str) -> Reference:
+        return next(item for item in self.references if item.name == name)
 
 
 def study_dir(name: str, root: Path = STUDIES_DIR) -> Path:
@@ -186,7 +212,14 @@ def study_mapping(path: Path, lists: dict[str, type]) -> dict[str, Any]:
 def load_spec(path: Path) -> StudySpec:
     """The study file at `path`, typed and checked (`ConfigError` naming the fix)."""
     data = study_mapping(
-        path, {"arms": Arm, "statistics": Statistic, "also_played": PlayedRun, "evaluations": EvalSet}
+        path,
+        {
+            "arms": Arm,
+            "statistics": Statistic,
+            "also_played": PlayedRun,
+            "evaluations": EvalSet,
+            "references": Reference,
+        },
     )
     spec = build(StudySpec, data, "study")
     check_spec(spec)
@@ -229,6 +262,14 @@ def check_spec(spec: StudySpec) -> None:
             raise ConfigError(
                 f"study.evaluations {item.name!r}: give it tasks >= 1 and at least one decoding, e.g. [0.0]"
             )
+    taken = [*names, *(run.name for run in spec.also_played), "base"]
+    for reference in spec.references:
+        if reference.kind != "sft" or reference.demos < 1 or reference.name in taken:
+            raise ConfigError(
+                f"study.references {reference.name!r}: kind must be sft, demos >= 1, and its name distinct "
+                f"from the arms, the plays and base ({', '.join(taken)})"
+            )
+        taken.append(reference.name)
     if not spec.base_seeds or spec.base_pass_at < 0:
         raise ConfigError("study.base_seeds needs at least one seed and study.base_pass_at must be >= 0")
     for statistic in spec.statistics:

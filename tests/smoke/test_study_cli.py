@@ -43,6 +43,18 @@ STUDY = {
     "evaluations": [{"name": "more", "tasks": 3, "decodings": [0.0]}],
     "base_seeds": [0, 1],
     "base_pass_at": 2,
+    "references": [
+        {
+            "name": "sft",
+            "demos": 2,
+            "overrides": [
+                "sft.epochs=1",
+                "sft.batch_size=2",
+                "rollout.max_turns=12",
+                "sampling.max_new_tokens=96",
+            ],
+        }  # fmt: skip
+    ],
     "statistics": [
         {"kind": "vs_base", "arm": "gigpo"},
         {"kind": "paired", "arm": "gigpo", "other": "grpo"},
@@ -71,7 +83,7 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     planned = study(repo_root, tmp_path, "plan")
     assert planned.returncode == 0, planned.stderr[-3000:]
     plan = json.loads((folder / "plan.json").read_text())
-    assert plan["runs"] == ["base", "grpo-seed0", "gigpo-seed0", "grpo-seed1", "gigpo-seed1"]
+    assert plan["runs"] == ["base", "sft", "grpo-seed0", "gigpo-seed0", "grpo-seed1", "gigpo-seed1"]
     assert plan["checkpoints"] == [6, 12]
 
     ran = study(repo_root, tmp_path, "run")
@@ -93,7 +105,7 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     ]
     assert [d["tasks"] for d in records["base"]["decodings"]] == [2, 2, 2, 3, 2]
     assert len(records["base"]["decodings"][-1]["per_task"]) == 4  # 2 tasks x 2 episodes, pass@2 of them
-    for name in plan["runs"][1:]:
+    for name in plan["runs"][2:]:
         points = records[name]["points"]
         assert [point["checkpoint_env_steps"] for point in points] == [6, 12]
         assert points[0]["env_steps"] >= 6 and points[1]["env_steps"] >= 12
@@ -103,13 +115,19 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
         ]
 
     # every run's second point resumed its trainer from the first one's checkpoint: one run, steps counted on
-    for name in plan["runs"][1:]:
+    for name in plan["runs"][2:]:
         first, second = records[name]["points"]
         assert second["train_step"] > first["train_step"] and second["env_steps"] > first["env_steps"]
     trained = {
         path.name for path in (folder / "runs").iterdir() if path.is_dir() and "-eval-" not in path.name
     }
-    assert trained == {f"tiny-{name}" for name in plan["runs"][1:]}
+    assert trained == {f"tiny-{name}" for name in plan["runs"][2:]} | {"tiny-sft-demos", "tiny-sft-sft"}
+    # the SFT reference line: demonstrations, SFT, then the evaluations of a trained run's final weights
+    reference = records["sft"]
+    assert reference["demos"]["kept"] == 2 and reference["env_steps"] == reference["demos"]["env_steps"] > 0
+    assert [(d["set"], d["temperature"]) for d in reference["decodings"]] == [
+        ("", 0.7), ("", 0.0), ("more", 0.0),
+    ]  # fmt: skip
 
     # an interruption after gigpo-seed1 trained and evaluated its last point, before its record said so: the
     # next run trains nothing again; it takes the point from the checkpoint and the stored evaluation
@@ -140,7 +158,7 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     assert again["done"] and again["points"][-1]["per_task"] == before["points"][-1]["per_task"]
 
     status = study(repo_root, tmp_path, "status")
-    assert status.returncode == 0 and status.stdout.count("done (") == 5
+    assert status.returncode == 0 and status.stdout.count("done (") == 6
 
     page = tmp_path / "page.md"
     start, end = markers("tiny")
@@ -161,6 +179,7 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     assert (folder / "results" / "curves.png").stat().st_size > 0
     table = (folder / "results" / "table.md").read_text()
     assert table.strip() in page.read_text() and page.read_text().endswith(f"{end}\nafter\n")
+    assert "| sft (reference: SFT on 2 demonstrations) |" in table
 
     # pre-registration: a changed study file is refused until it is planned again
     (folder / "study.yaml").write_text(yaml.safe_dump({**spec, "seeds": [0, 1, 2]}, sort_keys=False))

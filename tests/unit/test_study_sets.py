@@ -12,7 +12,7 @@ import yaml
 
 from agentrl.errors import ConfigError
 from agentrl.study.report import base_values, final_at, summarise, table
-from agentrl.study.runner import Evaluation, final_evaluations, outcome
+from agentrl.study.runner import Evaluation, final_evaluations, outcome, planned_runs
 from agentrl.study.spec import load_spec
 
 SPEC: dict[str, Any] = {
@@ -72,6 +72,9 @@ def test_the_base_evaluates_every_set_a_sampled_decoding_at_each_seed_and_its_pa
         ({"base_seeds": []}, "at least one seed"),
         ({"statistics": [{"kind": "vs_base", "arm": "grpo", "set": "huge"}]}, "set='huge' is not one of"),
         ({"statistics": [{"kind": "steps_to_final", "arm": "grpo"}]}, "needs `other`"),
+        ({"references": [{"name": "grpo", "demos": 8}]}, "its name distinct from the arms"),
+        ({"references": [{"name": "sft", "demos": 8, "kind": "distill"}]}, "kind must be sft"),
+        ({"references": [{"name": "sft", "demos": 0}]}, "demos >= 1"),
     ],
 )
 def test_a_set_or_statistic_that_is_not_well_posed_is_refused(
@@ -149,3 +152,10 @@ def test_the_statistics_on_a_further_set_steps_to_final_and_the_collapse_rate(tm
     assert "pass@6 at T=0.5 on the main set: 0.700" in shown
     assert "grpo on big: 1 of 2 runs below the base's best (T=0, 0.400), collapse rate 0.50" in shown
     assert "gigpo minus grpo on big, paired by seed (2): +0.250" in shown
+
+
+def test_a_reference_line_plays_after_the_base_and_before_the_arms(tmp_path: Path) -> None:
+    spec = load(tmp_path, {**SPEC, "references": [{"name": "sft", "demos": 300}]})
+    found = planned_runs(spec)
+    assert [run.name for run in found[:3]] == ["base", "sft", "grpo-seed0"]
+    assert found[1].reference and found[1].arm is None and spec.reference("sft").kind == "sft"
