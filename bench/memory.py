@@ -5,7 +5,9 @@
     .venv/bin/python bench/memory.py --task calc --quick # 1 task x 2 episodes per step: a smoke run
 
 What this is: for each setting (`SETTINGS`: the defaults; the engine's caches kept through the update;
-activation checkpointing; the fused output head; both; the optimiser's moments in bf16; all three), two
+activation checkpointing; the fused output head; both; the optimiser's moments in bf16; all three; one
+sample per micro batch; the engine's rows and prefix cache bounded; those with the fused head and bf16
+moments and no recomputation), two
 `agentrl train` steps as a child process (so each starts from an empty process), reading back from its
 metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`, `memory/update_peak_mb`,
 `memory/step_peak_mb`: agentrl/trainer/peak_memory.py; the first step holds no optimiser state until its own
@@ -48,6 +50,17 @@ SETTINGS = {
     "fused_head_checkpointing": ["update.fused_head=true", "update.activation_checkpointing=true"],
     "bf16_optimizer_state": ["optim.state_dtype=bfloat16"],
     "lean": ["update.fused_head=true", "update.activation_checkpointing=true", "optim.state_dtype=bfloat16"],
+    # without recomputing anything: one sample per forward/backward, and the engine's rows and prefix cache
+    # bounded during the rollouts (fewer sequences decoded together)
+    "micro_batch_1": ["update.micro_batch_size=1"],
+    "bounded_engine": ["engine.cached.max_batch=12", "engine.cached.max_cached_tokens=8192"],
+    "lean_no_recompute": [
+        "update.fused_head=true",
+        "update.micro_batch_size=1",
+        "optim.state_dtype=bfloat16",
+        "engine.cached.max_batch=12",
+        "engine.cached.max_cached_tokens=8192",
+    ],
 }
 QUICK = ["train.tasks_per_step=1", "train.group_size=2", "rollout.max_turns=4"]
 PARAMETERS_135M = 134_515_008  # SmolLM2-135M-Instruct's parameter count (tied embeddings counted once)
