@@ -139,7 +139,8 @@ def plan(layout: Layout) -> dict[str, Any]:
 
 def estimate_s(layout: Layout, spec: StudySpec) -> float | None:
     """Seconds the whole study takes, from the seconds per env step (training and its evaluations) that the
-    study's finished runs measured; None before any has finished."""
+    study's finished runs measured, plus the seconds the base and the reference lines took when they are
+    done; None before any run has finished."""
     rates = [
         record["wall_s"] / record["env_steps"]
         for record in (
@@ -151,11 +152,12 @@ def estimate_s(layout: Layout, spec: StudySpec) -> float | None:
     ]
     if not rates:
         return None
-    base = read_record(layout, BASE)
     played = [run for run in planned_runs(spec) if run.arm and not run.played_elsewhere]
-    return sum(rates) / len(rates) * spec.env_step_budget * len(played) + (
-        float(base.get("wall_s") or 0.0) if base and base.get("done") else 0.0
+    untrained = [read_record(layout, run.name) for run in planned_runs(spec) if run.arm is None]
+    measured = sum(
+        float(record.get("wall_s") or 0.0) for record in untrained if record and record.get("done")
     )
+    return sum(rates) / len(rates) * spec.env_step_budget * len(played) + measured
 
 
 def check_planned(layout: Layout, load: Callable[[Path], Any] = load_spec) -> Any:

@@ -12,7 +12,15 @@ import yaml
 
 from agentrl.errors import ConfigError
 from agentrl.study.report import base_values, final_at, summarise, table
-from agentrl.study.runner import Evaluation, final_evaluations, outcome, planned_runs
+from agentrl.study.runner import (
+    Evaluation,
+    Layout,
+    estimate_s,
+    final_evaluations,
+    outcome,
+    planned_runs,
+    write_record,
+)
 from agentrl.study.spec import load_spec
 
 SPEC: dict[str, Any] = {
@@ -159,3 +167,15 @@ def test_a_reference_line_plays_after_the_base_and_before_the_arms(tmp_path: Pat
     found = planned_runs(spec)
     assert [run.name for run in found[:3]] == ["base", "sft", "grpo-seed0"]
     assert found[1].reference and found[1].arm is None and spec.reference("sft").kind == "sft"
+
+
+def test_the_estimate_adds_the_seconds_the_base_and_a_reference_line_took(tmp_path: Path) -> None:
+    folder = tmp_path / "study"
+    folder.mkdir()
+    spec = load(folder, {**SPEC, "references": [{"name": "sft", "demos": 300}]})
+    layout = Layout(folder)
+    assert estimate_s(layout, spec) is None  # no arm's run has finished
+    write_record(layout, "grpo-seed0", {"done": True, "wall_s": 200.0, "env_steps": 100})
+    write_record(layout, "base", {"done": True, "wall_s": 30.0})
+    write_record(layout, "sft", {"done": True, "wall_s": 20.0})
+    assert estimate_s(layout, spec) == pytest.approx(2.0 * 100 * 4 + 30.0 + 20.0)  # 4 runs of 100 env steps
