@@ -1,11 +1,12 @@
 """The env fleet on a real multi-node Ray cluster on this host: a head and two worker raylets (Ray's own
-`ray.cluster_utils.Cluster`, every address 127.0.0.1), `agentrl fleet up` with 2 replicas per worker, a
-few steps of `agentrl train --task calc service.fleet=ray`, and one worker killed while its replicas hold
-sessions. The worker dies as a machine would: its replicas' env services are SIGKILLed with it, leaving
-their warm pools and session sandboxes behind. The run must finish, every episode must be in the store
-exactly once, the re-played ones must say so, Ray must have restarted the dead worker's replicas on the
-surviving one, the dead services' sandboxes must be reaped by the live replicas (same Docker engine), and
-after `agentrl fleet down` no sandbox of any of the fleet's services may be left.
+`ray.cluster_utils.Cluster`, every address 127.0.0.1), `agentrl fleet up` with 2 replicas per worker, two
+steps of `agentrl train --task calc service.fleet=ray` (one group of 4 each, between a held-out evaluation
+before and after), and one worker killed while its replicas hold sessions. The worker dies as a machine would:
+its replicas' env services are SIGKILLed with it, leaving their warm pools and session sandboxes behind. The
+run must finish, every episode must be in the store exactly once, the re-played ones must say so, Ray must
+have restarted the dead worker's replicas on the surviving one, the dead services' sandboxes must be reaped by
+the live replicas (same Docker engine), and after `agentrl fleet down` no sandbox of any of the fleet's
+services may be left.
 
 Nothing leaves loopback: the nodes bind 127.0.0.1 (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` makes Ray take
 the loopback address as the node's), and usage stats are off. The run prints one JSON line of counts.
@@ -39,7 +40,10 @@ CLUSTER_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     "RAY_memory_monitor_refresh_ms": "0",
 }
-STEPS, TASKS_PER_STEP, GROUP_SIZE, EVAL_TASKS = 3, 2, 4, 2
+# The worker is killed once its replicas hold a session and a sandbox: as a rule during the evaluation before
+# training or the first step (round robin puts sessions on every replica), so that the rest of the run, a
+# whole step at least, is played on the surviving worker alone.
+STEPS, TASKS_PER_STEP, GROUP_SIZE, EVAL_TASKS = 2, 1, 4, 2
 REAP_BOUND_S = 5.0 + 30.0 + 30.0  # the service's default orphan grace and reap interval, plus slack
 
 
