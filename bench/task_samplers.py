@@ -39,8 +39,6 @@ import numpy as np
 from agentrl.config import load_config
 from agentrl.memory import choose_allocator
 from agentrl.tasks import load_tasks
-from agentrl.trainer.run import open_run, rollout_metrics
-from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SAMPLERS = ("uniform", "filtered", "adaptive")
@@ -93,6 +91,11 @@ QUICK = BenchConfig(
 
 async def measure(bench: BenchConfig, env: str, sampler_kind: str) -> list[dict[str, float]]:
     """Play `bench.steps` steps of one (env, sampler) with the base model; the kept metrics per step."""
+    # imported here, in the child only: torch comes with them, and `run_child` picks the allocator first (a
+    # re-execution under tcmalloc would import them all again); the parent process never needs torch
+    from agentrl.trainer.run import open_run, rollout_metrics
+    from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
+
     config = load_config(
         env,
         [
