@@ -89,6 +89,16 @@ def preload_environment(environ: Mapping[str, str], library: str) -> dict[str, s
     return env
 
 
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment to start a Python child in that calls `choose_allocator()` after heavy imports (the
+    credit study's run processes): already under tcmalloc where `choose_allocator` would re-execute it, so
+    the child never imports torch twice; `environ` as it is otherwise (or when it is itself preloaded)."""
+    library = find_tcmalloc() if requested(environ) in ("auto", "tcmalloc") else None
+    if library is None or PRELOADED_ENV in environ:
+        return dict(environ)
+    return preload_environment(environ, library)
+
+
 def restore_environment(environ: MutableMapping[str, str]) -> None:
     """Undo `preload_environment`'s LD_PRELOAD in the re-executed process, so its children start clean."""
     before = environ.pop(PRELOADED_ENV)

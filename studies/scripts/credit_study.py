@@ -61,6 +61,7 @@ import asyncio
 import hashlib
 import json
 import math
+import os
 import resource
 import shutil
 import subprocess
@@ -76,7 +77,7 @@ import numpy as np
 from agentrl.config import RunConfig, load_config
 from agentrl.cpu import cpu_flags
 from agentrl.evidence import commit_of, evaluations_of
-from agentrl.memory import choose_allocator
+from agentrl.memory import child_environment, choose_allocator
 from agentrl.store.repository import load_episodes
 from agentrl.study.report import plot as study_plot
 from agentrl.study.stats import T95, band, steps_to_threshold
@@ -735,7 +736,8 @@ def kept_or_run(study: StudyConfig, name: str, argv: list[str], arm: Arm | None 
     child = ["--child", *argv, "--child-out", str(path), "--child-study", json.dumps(fingerprint(study))]
     if arm is not None:
         child += ["--child-arm", json.dumps(asdict(arm))]
-    subprocess.run([sys.executable, __file__, *child], check=True)
+    # started under the allocator it picks (`choose_allocator` would re-execute it after its imports)
+    subprocess.run([sys.executable, __file__, *child], check=True, env=child_environment(os.environ))
     return dict(json.loads(path.read_text())["result"])
 
 

@@ -28,6 +28,18 @@ def test_preload_then_restore_gives_back_the_environment() -> None:
         assert env == {"PATH": "/bin", **before}
 
 
+def test_a_child_environment_is_preloaded_where_the_child_would_reexecute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    library = "/usr/lib/libtcmalloc_minimal.so.4"
+    monkeypatch.setattr(memory, "find_tcmalloc", lambda: library)
+    assert memory.child_environment({"PATH": "/bin"}) == memory.preload_environment({"PATH": "/bin"}, library)
+    for kept in ({memory.ALLOCATOR_ENV: "glibc"}, {memory.PRELOADED_ENV: ""}):
+        assert memory.child_environment({"PATH": "/bin", **kept}) == {"PATH": "/bin", **kept}
+    monkeypatch.setattr(memory, "find_tcmalloc", lambda: None)
+    assert memory.child_environment({"PATH": "/bin"}) == {"PATH": "/bin"}
+
+
 def test_an_unknown_setting_names_the_choices() -> None:
     with pytest.raises(SystemExit, match="auto, tcmalloc, glibc, system"):
         memory.requested({memory.ALLOCATOR_ENV: "jemalloc"})
