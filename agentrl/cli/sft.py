@@ -45,13 +45,14 @@ def format_result(label: str, result: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from agentrl.cli.train import launch_ranks
-    from agentrl.trainer.sft import sft
 
     overrides = [*args.overrides, *flag_overrides(args)]
     config = load_run_config(args, overrides)
     if config.trainer.nproc > 1 and "WORLD_SIZE" not in os.environ:
         return launch_ranks(config_arguments(args), overrides, config.trainer.nproc, subcommand="sft")
+    # only a process that trains imports the trainer (seconds): not the one that launches torchrun's ranks
     from agentrl.trainer.distributed import die_with_parent, exit_rank
+    from agentrl.trainer.sft import sft
 
     under_torchrun = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if under_torchrun:

@@ -33,13 +33,13 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentrl.trainer.train import train
-
     overrides = [*args.overrides, *([f"service.url={args.service_url}"] if args.service_url else [])]
     config = load_run_config(args, overrides)
     if config.trainer.nproc > 1 and "WORLD_SIZE" not in os.environ:
         return launch_ranks(config_arguments(args), overrides, config.trainer.nproc)
+    # only a process that trains imports the trainer (seconds): not the one that launches torchrun's ranks
     from agentrl.trainer.distributed import die_with_parent, exit_rank
+    from agentrl.trainer.train import train
 
     under_torchrun = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if under_torchrun:  # torchrun gave this rank a session of its own
