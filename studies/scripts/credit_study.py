@@ -70,7 +70,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -82,22 +82,10 @@ from agentrl.store.repository import load_episodes
 from agentrl.study.report import plot as study_plot
 from agentrl.study.stats import T95, band, steps_to_threshold
 from agentrl.tasks import load_tasks
-from agentrl.trainer import distributed
-from agentrl.trainer.run import (
-    EvalResult,
-    evaluate,
-    log_metrics,
-    open_run,
-    pad_id,
-    play_heldout,
-    rollout_metrics,
-    save_final_weights,
-    summarise_eval,
-    tree_metrics,
-)
 from agentrl.trainer.samples import env_steps_of, forks_of
-from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
-from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
+
+if TYPE_CHECKING:
+    from agentrl.trainer.run import EvalResult
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "studies" / "maze-credit" / "results"  # the maze studies
@@ -366,6 +354,21 @@ def tree_env_steps(max_turns: int, branch_turns: Sequence[int], width: int) -> i
 
 async def train_run(study: StudyConfig, arm: Arm, seed: int) -> RunResult:
     """Train one (arm, seed) until its env-step budget is spent, evaluating at the checkpoints."""
+    # the trainer's modules (seconds to import) in the run processes only: the study's own process never
+    # trains or evaluates
+    from agentrl.trainer import distributed
+    from agentrl.trainer.run import (
+        evaluate,
+        log_metrics,
+        open_run,
+        pad_id,
+        rollout_metrics,
+        save_final_weights,
+        tree_metrics,
+    )
+    from agentrl.trainer.step import IntoEngine, assign_credit, make_learner, record_step, update_step
+    from agentrl.trainer.task_sampling import collect_step, record_sampling, resumed_sampler
+
     config = run_config(study, arm.estimator, seed, arm)
     result = RunResult(arm.name, seed)
     started = time.perf_counter()
@@ -416,6 +419,8 @@ async def evaluate_at(ctx: Any, temperature: float) -> dict[str, Any]:
     """One more held-out evaluation of the run's current model at `temperature`, played as `evaluate` plays
     it (`play_heldout`: same tasks, per-request sampler seeds, env seed), with its per-task outcomes; not
     recorded in the store."""
+    from agentrl.trainer.run import play_heldout, summarise_eval
+
     config = ctx.config
     tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)
     tasks = tasks[: config.eval.num_tasks]
@@ -474,6 +479,8 @@ def curve_point(
 async def evaluate_base(study: StudyConfig) -> dict[str, Any]:
     """Held-out success of the model every run starts from (env step 0 of every curve): the warm start, or
     the base model when the study has none; at the best decoding too when the study names one."""
+    from agentrl.trainer.run import evaluate, open_run
+
     config = run_config(study, "grpo", 0)
     async with open_run(config, kind="eval") as ctx:
         point: dict[str, Any] = curve_point(0, 0, 0, await evaluate(ctx, 0), config)
