@@ -25,22 +25,34 @@ from agentrl.study.spec import Statistic, StudySpec, load_spec
 from agentrl.study.stats import band, censored_steps, paired_band, steps_to_threshold
 
 
-def base_values(base: Mapping[str, Any] | None, on: str = "") -> dict[float, float]:
-    """The base's value at each temperature it was evaluated at on held-out set `on` ("" the main one): a
-    sampled decoding's mean over the sampler seeds it was evaluated at; pass@k evaluations left out."""
+def evaluations_on(
+    record: Mapping[str, Any] | None, held_out: str
+) -> list[tuple[float, int, int, Mapping[str, Any]]]:
+    """(temperature, sampler seed, samples per task, the entry) of each of `record`'s final evaluations on
+    held-out set `held_out` ("" the main one)."""
+    return [
+        (temperature, seed, samples, point)
+        for point in (record or {}).get("decodings", ())
+        for name, temperature, seed, samples in [evaluation_key(point)]
+        if name == held_out
+    ]
+
+
+def base_values(base: Mapping[str, Any] | None, held_out: str = "") -> dict[float, float]:
+    """The base's value at each temperature it was evaluated at on held-out set `held_out` ("" the main
+    one): a sampled decoding's mean over the sampler seeds it was evaluated at; pass@k evaluations left
+    out."""
     found: dict[float, list[float]] = {}
-    for point in (base or {}).get("decodings", ()):
-        name, temperature, _, samples = evaluation_key(point)
-        if name == on and samples == 1:
+    for temperature, _, samples, point in evaluations_on(base, held_out):
+        if samples == 1:
             found.setdefault(temperature, []).append(float(point["value"]))
     return {temperature: sum(values) / len(values) for temperature, values in found.items()}
 
 
 def pass_at(base: Mapping[str, Any] | None) -> dict[str, float] | None:
     """The base's pass@k on the main set (k, its temperature and value); None when it was not evaluated."""
-    for point in (base or {}).get("decodings", ()):
-        name, temperature, _, samples = evaluation_key(point)
-        if samples > 1 and not name:
+    for temperature, _, samples, point in evaluations_on(base, ""):
+        if samples > 1:
             return {"k": float(samples), "temperature": temperature, "value": float(point["value"])}
     return None
 
@@ -66,16 +78,15 @@ def mean_curve(start: float, runs: Sequence[Mapping[str, Any]]) -> list[dict[str
     return points
 
 
-def final_at(run: Mapping[str, Any], temperature: float | None, on: str = "") -> float | None:
-    """A run's final value at `temperature` on held-out set `on` ("" the main one: its decodings, else its
-    last point when that was evaluated at it; a named set: its decoding there, None its first); None when it
-    was not evaluated there."""
-    for point in run.get("decodings", ()):
-        name, found, seed, samples = evaluation_key(point)
-        wanted = found == temperature or (temperature is None and bool(on))
-        if name == on and seed == 0 and samples == 1 and wanted:
+def final_at(run: Mapping[str, Any], temperature: float | None, held_out: str = "") -> float | None:
+    """A run's final value at `temperature` on held-out set `held_out` ("" the main one: its decodings, else
+    its last point when that was evaluated at it; a named set: its decoding there, None its first); None when
+    it was not evaluated there."""
+    for found, seed, samples, point in evaluations_on(run, held_out):
+        wanted = found == temperature or (temperature is None and bool(held_out))
+        if seed == 0 and samples == 1 and wanted:
             return float(point["value"])
-    if on:
+    if held_out:
         return None
     last = run["points"][-1] if run.get("points") else None
     if last is not None and (temperature is None or float(last["temperature"]) == temperature):
@@ -84,12 +95,12 @@ def final_at(run: Mapping[str, Any], temperature: float | None, on: str = "") ->
 
 
 def base_decoding(
-    base: Mapping[str, Any] | None, at: str, on: str = "", temperature: float | None = None
+    base: Mapping[str, Any] | None, at: str, held_out: str = "", temperature: float | None = None
 ) -> tuple[float, float] | None:
-    """(temperature, value) the base is compared at on held-out set `on`: `temperature` when given, else its
-    best decoding ("best") or the run config's evaluation temperature, the first it was evaluated at
+    """(temperature, value) the base is compared at on held-out set `held_out`: `temperature` when given,
+    else its best decoding ("best") or the run config's evaluation temperature, the first it was evaluated at
     ("training"); None before it was evaluated there."""
-    values = base_values(base, on)
+    values = base_values(base, held_out)
     if temperature is not None:
         return (float(temperature), values[float(temperature)]) if float(temperature) in values else None
     if at == "best":
@@ -267,14 +278,14 @@ def sets_table(summary: Mapping[str, Any]) -> list[str]:
     pass_k = summary["base"].get("pass_at")
     if not sets and pass_k is None:
         return []
-    names = [name for name in summary["runs"] if name != BASE]
+    runs = summary["runs"]
+    names = [name for name in runs if name != BASE]
     lines = [
         "",
         "| held-out set | T | base | " + " | ".join(names) + " |",
         "|---|---|---|" + "---|" * len(names),
     ]
     for name, values in sets.items():
-        runs = summary["runs"]
         for temperature in sorted({float(t) for t in values} | set(run_temperatures(runs, name))):
             mine = [final_at(runs[run], temperature, name) if runs[run] else None for run in names]
             shown = ["" if value is None else f"{value:.3f}" for value in mine]
@@ -295,15 +306,9 @@ def sets_table(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def run_temperatures(runs: Mapping[str, Any], on: str) -> list[float]:
-    """The temperatures any run was evaluated at on held-out set `on`."""
-    return [
-        evaluation_key(point)[1]
-        for record in runs.values()
-        if record
-        for point in record.get("decodings", ())
-        if evaluation_key(point)[0] == on
-    ]
+def run_temperatures(runs: Mapping[str, Any], held_out: str) -> list[float]:
+    """The temperatures any run was evaluated at on held-out set `held_out`."""
+    return [temperature for record in runs.values() for temperature, *_ in evaluations_on(record, held_out)]
 
 
 def table(summary: Mapping[str, Any]) -> str:
@@ -398,6 +403,7 @@ def statistic_line(item: Mapping[str, Any]) -> str:
     """One statistic in words."""
     if item.get("result", "") is None:
         return f"{item['kind']} {item['arm']}: not computed ({item['why']})"
+    on = f" on {item['set']}" if item.get("set") else ""
     if item["kind"] == "vs_base":
         base = item["base_decoding"]
         where = "its best decoding" if item["at"] == "best" else "the training temperature"
@@ -411,13 +417,11 @@ def statistic_line(item: Mapping[str, Any]) -> str:
                 f"[{worst['band'][0]:.3f}, {worst['band'][1]:.3f}] over {len(item['values']) + len(missing)} "
                 f"runs, {'above' if worst['above_base'] else 'not above'} the base"
             )
-        on = f" on {item['set']}" if item.get("set") else ""
         return (
             f"{item['arm']} vs the base{on} at {where} (T={base['temperature']:g}, {base['value']:.3f}): "
             f"{item['mean']:.3f} [{item['band'][0]:.3f}, {item['band'][1]:.3f}] over {len(item['values'])} "
             f"runs, {verdict}{left_out}"
         )
-    on = f" on {item['set']}" if item.get("set") else ""
     if item["kind"] == "paired":
         return (
             f"{item['arm']} minus {item['other']}{on}, paired by seed ({len(item['seeds'])}): "

@@ -272,6 +272,16 @@ class Evaluation:
     def key(self) -> tuple[str, float, int, int]:
         return self.set, float(self.temperature), self.seed, self.samples
 
+    @property
+    def entry(self) -> dict[str, Any]:
+        """What a record's decoding entry says of it, before its outcome (`evaluation_key` reads it back)."""
+        return {
+            "temperature": float(self.temperature),
+            "set": self.set,
+            "eval_seed": self.seed,
+            "samples": self.samples,
+        }
+
 
 def evaluation_key(point: Mapping[str, Any]) -> tuple[str, float, int, int]:
     """What a record's decoding entry evaluated (`Evaluation.key`); older records name only a temperature."""
@@ -325,7 +335,9 @@ def run_evaluations(
     for item in planned:
         if item.key in done:
             continue
-        record["decodings"].append(evaluation(spec, layout, run, item, model, arm_overrides))
+        record["decodings"].append(
+            {**item.entry, **evaluation(spec, layout, run, item, model, arm_overrides)}
+        )
         record["wall_s"] = time.perf_counter() - started
         write_record(layout, run, record)
         where = f" on {item.set}" if item.set else ""
@@ -478,7 +490,7 @@ def checkpoint_evaluation(
     weights = checkpoint_weights(run_dir, newest)
     item = Evaluation("", spec.eval_tasks, float(temperature))
     found = evaluation(spec, layout, planned.name, item, weights, spec.arm(planned.arm).overrides)
-    return {key: value for key, value in found.items() if key not in ("set", "eval_seed", "samples")}
+    return {"temperature": item.temperature, **found}
 
 
 WEIGHT_FILES = ("config.json", "generation_config.json")
@@ -524,7 +536,7 @@ def evaluation(
     arm_overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One held-out evaluation (`run_eval`) of run `run`'s `model` (None: the run config's) as `item` says,
-    under the run's arm overrides."""
+    under the run's arm overrides: its outcome (`stored_evaluation`)."""
     from agentrl.config import load_config
     from agentrl.trainer.run import run_eval
 
@@ -542,9 +554,7 @@ def evaluation(
     ]
     config = load_config(spec.task, overrides)
     asyncio.run(run_eval(config))
-    found = stored_evaluation(spec, layout, name, None, item.samples)
-    labels = {"set": item.set, "eval_seed": item.seed, "samples": item.samples}
-    return {"temperature": float(item.temperature), **labels, **found}
+    return stored_evaluation(spec, layout, name, None, item.samples)
 
 
 def last_evaluation(
