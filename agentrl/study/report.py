@@ -254,7 +254,33 @@ def summarise(spec: StudySpec, records: Mapping[str, Mapping[str, Any] | None]) 
         ],
         "curves": curves,
         "statistics": [statistic(spec, item, base, runs) for item in spec.statistics],
+        "code_commits": code_commits(records),
     }
+
+
+def code_commits(records: Mapping[str, Mapping[str, Any] | None]) -> dict[str, list[str]]:
+    """Each code commit the study's runs were played on, with the runs played (wholly or partly) on it; a run
+    recorded before runs kept their commit is under "unrecorded"; {} when no run kept one (an older study's
+    summary and table are unchanged)."""
+    if not any(record and record.get("commits") for record in records.values()):
+        return {}
+    found: dict[str, list[str]] = {}
+    for name, record in records.items():
+        if record is None:
+            continue
+        for commit in record.get("commits") or ["unrecorded"]:
+            found.setdefault(commit, []).append(name)
+    return found
+
+
+def commits_line(summary: Mapping[str, Any]) -> str:
+    """The table's line on the code the runs were played on: one commit, or each commit with its runs."""
+    found = summary.get("code_commits") or {}
+    if len(found) == 1:
+        return f"All runs played on one code commit, {next(iter(found))[:12]}."
+    return "The runs span code commits: " + "; ".join(
+        f"{commit[:12]}: {', '.join(runs)}" for commit, runs in found.items()
+    ) + "."
 
 
 def base_extras(spec: StudySpec, base: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -340,6 +366,8 @@ def table(summary: Mapping[str, Any]) -> str:
     lines = [*rows, *sets_table(summary), ""]
     for item in summary["statistics"]:
         lines.append(f"- {statistic_line(item)}")
+    if summary.get("code_commits"):
+        lines.extend(["", commits_line(summary)])
     return "\n".join(lines)
 
 

@@ -211,6 +211,7 @@ Log = Callable[[str], None]
 def run(layout: Layout, log: Log = print) -> None:
     """Every planned run not yet done, one after another (module docstring)."""
     spec = check_planned(layout)
+    commit = code_commit()
     for planned in planned_runs(spec):
         record = read_record(layout, planned.name)
         if record and record.get("done"):
@@ -220,13 +221,41 @@ def run(layout: Layout, log: Log = print) -> None:
                 f"study {layout.name}: {planned.name} is a play outside the plan; its record is not there yet"
             )
             continue
-        log(f"study {layout.name}: {planned.name}")
+        log(f"study {layout.name}: {planned.name} (code at {commit})")
+        record = with_commit(record or new_record(planned), commit)
         if planned.reference:
-            run_reference(spec, layout, planned, record or new_record(planned), log)
+            run_reference(spec, layout, planned, record, log)
         elif planned.arm is None:
-            run_base(spec, layout, record or new_record(planned), log)
+            run_base(spec, layout, record, log)
         else:
-            run_training(spec, layout, planned, record or new_record(planned), log)
+            run_training(spec, layout, planned, record, log)
+
+
+def code_commit() -> str:
+    """The commit of the agentrl code this process runs, "+dirty" when the package's tracked files differ
+    from it (a study's own records changing do not count), "unknown" outside a git checkout."""
+    import agentrl
+
+    root = Path(agentrl.__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", "--", "agentrl", "pyproject.toml"], cwd=root, timeout=30
+        ).returncode
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def with_commit(record: dict[str, Any], commit: str) -> dict[str, Any]:
+    """`record` with `commit` added to the code commits it was played on (`commits`, in order: a run
+    resumed on other code lists each commit, so a study whose runs span commits says so)."""
+    commits = list(record.get("commits") or [])
+    if not commits or commits[-1] != commit:
+        commits.append(commit)
+    return {**record, "commits": commits}
 
 
 def new_record(planned: PlannedRun) -> dict[str, Any]:

@@ -179,3 +179,20 @@ def test_the_estimate_adds_the_seconds_the_base_and_a_reference_line_took(tmp_pa
     write_record(layout, "base", {"done": True, "wall_s": 30.0})
     write_record(layout, "sft", {"done": True, "wall_s": 20.0})
     assert estimate_s(layout, spec) == pytest.approx(2.0 * 100 * 4 + 30.0 + 20.0)  # 4 runs of 100 env steps
+
+
+def test_each_run_keeps_the_code_commits_it_played_on_and_the_table_says_when_they_differ() -> None:
+    from agentrl.study.report import code_commits, commits_line
+    from agentrl.study.runner import code_commit, with_commit
+
+    record = with_commit({"run": "grpo-seed0"}, "aaa")
+    assert with_commit(record, "aaa")["commits"] == ["aaa"]  # resumed on the same code: listed once
+    resumed = with_commit(record, "bbb")
+    assert resumed["commits"] == ["aaa", "bbb"] and record["commits"] == ["aaa"]
+    records = {"base": {"run": "base"}, "grpo-seed0": resumed, "gigpo-seed0": with_commit({}, "bbb")}
+    found = code_commits(records)
+    assert found == {"unrecorded": ["base"], "aaa": ["grpo-seed0"], "bbb": ["grpo-seed0", "gigpo-seed0"]}
+    assert commits_line({"code_commits": found}).startswith("The runs span code commits: unrecorded: base;")
+    assert commits_line({"code_commits": {"bbb": ["gigpo-seed0"]}}) == "All runs played on one code commit, bbb."
+    assert code_commits({"base": {"run": "base"}, "grpo-seed0": None}) == {}  # an older study: no line
+    assert len(code_commit().split("+")[0]) == 40  # this checkout's own commit
