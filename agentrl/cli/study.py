@@ -36,6 +36,13 @@ def add_parser(commands: Any) -> None:
         sub.set_defaults(handler=handle)
         if action == "report":
             sub.add_argument("--page", type=Path, action="append", default=[], help="a page with the block")
+            sub.add_argument(
+                "--headline",
+                type=Path,
+                action="append",
+                default=[],
+                help="a page (README) with the study's headline block: runs finished, paired statistics",
+            )
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -49,6 +56,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def handle_gonogo(args: argparse.Namespace, layout: Any) -> int:
+    from agentrl.errors import ConfigError
     from agentrl.study import gonogo
 
     if args.action == "plan":
@@ -58,6 +66,10 @@ def handle_gonogo(args: argparse.Namespace, layout: Any) -> int:
     elif args.action == "status":
         print("\n".join(gonogo.status(layout)))
     else:
+        if args.headline:
+            raise ConfigError(
+                f"study {layout.name} is a go/no-go: --headline is for comparisons; use --page for its table"
+            )
         summary = gonogo.report(layout, args.page)
         print((layout.results / "table.md").read_text(), end="")
         if summary["not_finished"]:
@@ -83,7 +95,7 @@ def handle_comparison(args: argparse.Namespace, layout: Any) -> int:
     elif args.action == "status":
         print("\n".join(status(layout)))
     else:
-        summary = report(layout, args.page)
+        summary = report(layout, args.page, args.headline)
         print((layout.results / "table.md").read_text(), end="")
         if summary["not_finished"]:
             print(f"not finished: {', '.join(summary['not_finished'])}")

@@ -2,8 +2,10 @@
 
 What this is: `summarise` (pure: records in, the summary out: per-arm mean curves with 95% bands over seeds
 and each pre-named statistic, `agentrl.study.spec.Statistic`), `table` (the Markdown a page includes),
-`report` (writes `results/summary.json`, `results/table.md` and `results/curves.png`, and rewrites the
-`<!-- study:NAME:start -->` ... `<!-- study:NAME:end -->` block of each page it is given). Every run counts:
+`report` (writes `results/summary.json`, `results/table.md`, `results/curves.png` (each arm's mean with its
+band) and `results/seeds.png` (a panel per arm, a line per seed), and rewrites the
+`<!-- study:NAME:start -->` ... `<!-- study:NAME:end -->` block of each page it is given, and the shorter
+`<!-- study:NAME:headline:start -->` block, `headline`, of each README-like page). Every run counts:
 a collapsed run is in every mean and band, and a run not finished yet is listed as such, never left out
 silently (the summary says how many records each number rests on).
 
@@ -278,9 +280,11 @@ def commits_line(summary: Mapping[str, Any]) -> str:
     found = summary.get("code_commits") or {}
     if len(found) == 1:
         return f"All runs played on one code commit, {next(iter(found))[:12]}."
-    return "The runs span code commits: " + "; ".join(
-        f"{commit[:12]}: {', '.join(runs)}" for commit, runs in found.items()
-    ) + "."
+    return (
+        "The runs span code commits: "
+        + "; ".join(f"{commit[:12]}: {', '.join(runs)}" for commit, runs in found.items())
+        + "."
+    )
 
 
 def base_extras(spec: StudySpec, base: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -298,29 +302,27 @@ def base_extras(spec: StudySpec, base: Mapping[str, Any] | None) -> dict[str, An
 
 
 def sets_table(summary: Mapping[str, Any]) -> list[str]:
-    """With further held-out sets: one row per (set, temperature) and a column per run (the base first) of
-    its final value there; with the base's pass@k, one line after. [] without them."""
+    """With further held-out sets: one row per (set, temperature), a column for the base, each reference line
+    and each arm (its finished runs' mean final value there with its 95% band over seeds and their number:
+    every run counts, collapsed ones included); with the base's pass@k, one line after. [] without them."""
     sets = summary["base"].get("sets") or {}
     pass_k = summary["base"].get("pass_at")
     if not sets and pass_k is None:
         return []
     runs = summary["runs"]
-    names = [name for name in runs if name != BASE]
+    references = [name for name, record in runs.items() if record and record.get("demos") is not None]
+    arms = list(summary.get("finished") or {})
     lines = [
         "",
-        "| held-out set | T | base | " + " | ".join(names) + " |",
-        "|---|---|---|" + "---|" * len(names),
+        "| held-out set | T | base | " + " | ".join([*references, *arms]) + " |",
+        "|---|---|---|" + "---|" * (len(references) + len(arms)),
     ]
     for name, values in sets.items():
         for temperature in sorted({float(t) for t in values} | set(run_temperatures(runs, name))):
-            mine = [final_at(runs[run], temperature, name) if runs[run] else None for run in names]
-            shown = ["" if value is None else f"{value:.3f}" for value in mine]
+            shown = [shown_value(final_at(runs[ref], temperature, name)) for ref in references]
+            shown += [arm_cell(arm_finals(runs, arm, temperature, name)) for arm in arms]
             base = values.get(str(temperature))
-            lines.append(
-                f"| {name} | {temperature:g} | {'' if base is None else f'{base:.3f}'} | "
-                + " | ".join(shown)
-                + " |"
-            )
+            lines.append(f"| {name} | {temperature:g} | {shown_value(base)} | " + " | ".join(shown) + " |")
     if pass_k is not None:
         lines.extend(
             [
@@ -332,14 +334,37 @@ def sets_table(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def shown_value(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def arm_finals(runs: Mapping[str, Any], arm: str, temperature: float, held_out: str) -> list[float]:
+    """The final values of `arm`'s finished runs on held-out set `held_out` at `temperature`."""
+    found = [
+        final_at(record, temperature, held_out)
+        for record in runs.values()
+        if record and record.get("arm") == arm and record.get("done")
+    ]
+    return [value for value in found if value is not None]
+
+
+def arm_cell(values: Sequence[float]) -> str:
+    """An arm's cell: its runs' mean and 95% band with their number ("" with none, no band with one)."""
+    if not values:
+        return ""
+    mean, low, high = band(values)
+    return f"{mean:.3f}" + (f" [{low:.3f}, {high:.3f}]" if len(values) > 1 else "") + f" ({len(values)})"
+
+
 def run_temperatures(runs: Mapping[str, Any], held_out: str) -> list[float]:
     """The temperatures any run was evaluated at on held-out set `held_out`."""
     return [temperature for record in runs.values() for temperature, *_ in evaluations_on(record, held_out)]
 
 
 def table(summary: Mapping[str, Any]) -> str:
-    """The Markdown a page includes: one row per evaluation point of each run (the base first), its value at
-    the training temperature, at its last point its value at the base's best decoding and the tasks that
+    """The Markdown a page includes: one row per evaluation point of each run (the base first), its value on
+    the learning curve (the run config's eval temperature, the training one unless the study sets another),
+    at its last point its value at the base's best decoding and the tasks that
     gained and lost against the base there; then one line per statistic."""
     base = summary["runs"].get(BASE)
     decodings = {float(t): v for t, v in summary["base"]["decodings"].items()}
@@ -350,7 +375,7 @@ def table(summary: Mapping[str, Any]) -> str:
     shown_t = "" if train_t is None else f" (T={train_t:g})"
     shown_best = "" if best_t is None else f" (T={best_t:g})"
     rows = [
-        f"| run | env steps | at the training T{shown_t} | at the best decoding{shown_best} "
+        f"| run | env steps | on the curve{shown_t} | at the best decoding{shown_best} "
         "| tasks gained / lost there |",
         "|---|---|---|---|---|",
     ]
@@ -500,7 +525,72 @@ def plot(curves: Mapping[str, Sequence[Mapping[str, float]]], path: Path, title:
     plt.close(figure)
 
 
-def report(layout: Layout, pages: Sequence[Path] = ()) -> dict[str, Any]:
+def seed_lines(summary: Mapping[str, Any]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per arm, per run (finished or not: every run counts): its curve as (env steps, value) points, the
+    base's value at the curve's temperature first (at 0 env steps)."""
+    curves = summary.get("curves") or {}
+    lines: dict[str, dict[str, list[tuple[float, float]]]] = {
+        arm: {} for arm in summary.get("finished") or {}
+    }
+    for name, record in summary["runs"].items():
+        if not record or record.get("arm") not in lines or not record.get("points"):
+            continue
+        start = curves[record["arm"]][0]["mean"] if curves.get(record["arm"]) else 0.0
+        points = [(float(point["env_steps"]), float(point["value"])) for point in record["points"]]
+        lines[record["arm"]][name] = [(0.0, float(start)), *points]
+    return lines
+
+
+def plot_seeds(
+    lines: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]], path: Path, title: str, ylabel: str
+) -> None:
+    """One panel per arm, one line per run (a seed), on shared axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = list(lines) or ["(no arm)"]
+    columns = min(len(arms), 2)
+    rows = (len(arms) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    for index, arm in enumerate(arms):
+        panel = axes[index // columns][index % columns]
+        for name, curve in (lines.get(arm) or {}).items():
+            panel.plot([x for x, _ in curve], [y for _, y in curve], marker="o", linewidth=1, label=name)
+        panel.set_title(arm, fontsize=9)
+        panel.set_ylim(-0.02, 1.02)
+        panel.set_xlabel("environment steps", fontsize=8)
+        panel.set_ylabel(ylabel, fontsize=8)
+        if lines.get(arm):
+            panel.legend(fontsize=6)
+    for index in range(len(arms), rows * columns):
+        axes[index // columns][index % columns].axis("off")
+    figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def headline(summary: Mapping[str, Any], name: str, width: int = 110) -> str:
+    """The few lines a README carries for study `name`: how many runs finished, then each paired statistic
+    in words (the full table, collapse rates included, lives in the page `report --page` writes)."""
+    import textwrap
+
+    finished, arms = sum(summary["finished"].values()), len(summary["finished"])
+    planned = arms * len(summary["seeds"])
+    lines = [f"Study `studies/{name}/`: {finished} of {planned} trained runs finished."]
+    for item in summary["statistics"]:
+        if item["kind"] == "paired":
+            lines.append(statistic_line(item) + ("" if item.get("result", "") is None else "."))
+    return "\n".join(
+        textwrap.fill(line, width=width, initial_indent="- " if i else "", subsequent_indent="  ")
+        for i, line in enumerate(lines)
+    )
+
+
+def report(layout: Layout, pages: Sequence[Path] = (), headlines: Sequence[Path] = ()) -> dict[str, Any]:
     """Write the study's summary, table and plot from its records, and its block in each of `pages`."""
     from agentrl.cpu import cpu_flags
 
@@ -522,19 +612,34 @@ def report(layout: Layout, pages: Sequence[Path] = ()) -> dict[str, Any]:
         spec.title or layout.name,
         spec.metric.replace("_", " "),
     )
+    plot_seeds(
+        seed_lines(summary),
+        layout.results / "seeds.png",
+        spec.title or layout.name,
+        spec.metric.replace("_", " "),
+    )
     for page in pages:
         write_block(page, layout.name, made)
+    for page in headlines:
+        write_block(page, layout.name, headline(summary, layout.name), kind="headline")
     return summary
 
 
-def write_block(page: Path, name: str, block: str) -> None:
-    """Replace study `name`'s generated block in `page` (a page without the markers stops with them)."""
+def write_block(page: Path, name: str, block: str, kind: str = "") -> None:
+    """Replace study `name`'s generated block in `page` (a page without the markers stops with them); kind
+    "headline" the block `headline` writes."""
     from agentrl.evidence import replace_block
 
-    start, end = markers(name)
+    start, end = markers(name, kind)
     page.write_text(replace_block(page.read_text(), block, start, end, where=str(page)))
 
 
-def markers(name: str) -> tuple[str, str]:
-    """The comment lines a page puts around a study's generated table."""
+def markers(name: str, kind: str = "") -> tuple[str, str]:
+    """The comment lines a page puts around a study's generated table (kind "headline": its headline)."""
+    if kind:
+        option = f"--{kind} PAGE"
+        return (
+            f"<!-- study:{name}:{kind}:start (agentrl study report {name} {option}) -->",
+            f"<!-- study:{name}:{kind}:end -->",
+        )
     return f"<!-- study:{name}:start (agentrl study report {name}) -->", f"<!-- study:{name}:end -->"

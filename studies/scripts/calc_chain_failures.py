@@ -30,7 +30,9 @@ call), `submitted` and `right`.
 
 With `--study NAME` nothing is played: the held-out evaluations that `agentrl study run` stored (the final
 ones of each run and the base, on `--set` at `--temperature`, sampler seed 0) are read from the study's
-store and labelled the same way, one entry per run.
+store and labelled the same way, one entry per run; the file also holds each group's mean shares (the base,
+a reference line, each arm over its seeds) and their Markdown table, which `--page PAGE` writes into PAGE's
+`<!-- failures:STUDY:SET:start ... -->` block: what each arm's gain is made of.
 
 What this is not: a training run, or a measure of the estimators. The labels are heuristics over the text
 and the env's observations, stated here so a reader can check them against `examples` in the JSON.
@@ -54,6 +56,7 @@ from typing import Any
 from agentrl.agent.parsing import parse_turn
 from agentrl.config import load_config
 from agentrl.cpu import cpu_flags
+from agentrl.evidence import replace_block
 from agentrl.memory import choose_allocator
 from agentrl.tasks import load_tasks
 from agentrl.trainer.run import open_run, play_heldout
@@ -308,6 +311,7 @@ def study_failures(name: str, held_out: str, temperature: float, root: Path = RO
     tasks = load_tasks(config.tasks.root, config.tasks.suite, config.tasks.eval_split)[:count]
     store = open_store(f"sqlite:///{(layout.train_runs / 'store.db').resolve()}")
     found: dict[str, Any] = {}
+    groups = groups_of([(planned.name, planned.arm) for planned in planned_runs(spec)])
     try:
         stored = list_runs(store)  # newest first
         for planned in planned_runs(spec):
@@ -320,7 +324,73 @@ def study_failures(name: str, held_out: str, temperature: float, root: Path = RO
             found[planned.name] = analyse([stored_episode(row) for row in rows], tasks, parts)
     finally:
         close_store(store)
-    return {"study": name, "set": held_out, "temperature": temperature, "parts": parts, "runs": found}
+    labelled = {"study": name, "set": held_out, "temperature": temperature, "parts": parts, "runs": found}
+    return {**labelled, "groups": {group: group_shares(found, members) for group, members in groups.items()},
+            "table": failure_table(labelled, groups)}  # fmt: skip
+
+
+TABLE_COLUMNS = (
+    ("right", "part right"),
+    ("parses", "first call parses"),
+    ("submitted", "submitted"),
+    ("expression_right", "first expression right"),
+    ("expression_operands_misordered", "operands misordered"),
+    ("expression_wrong_operands", "wrong operands"),
+    ("expression_not_arithmetic", "no arithmetic"),
+    ("expression_no_python", "no python call"),
+)
+
+
+def groups_of(planned: Sequence[tuple[str, str | None]]) -> dict[str, list[str]]:
+    """The study's runs grouped as the failure table shows them: each run without an arm (the base, a
+    reference line) on its own, then each arm with all its seeds. `planned`: (run, arm or None) in order."""
+    groups: dict[str, list[str]] = {}
+    for run, arm in planned:
+        groups.setdefault(arm or run, []).append(run)
+    return groups
+
+
+def group_shares(runs: Mapping[str, Mapping[str, Any] | None], members: Sequence[str]) -> dict[str, Any]:
+    """A group's first-call shares: per run the mean over parts of `first_call_by_part`, then the mean over
+    the group's labelled runs (every labelled run counts, a collapsed one too; an unlabelled one is left out
+    and counted apart)."""
+    labelled = [runs[name] for name in members if runs.get(name)]
+    per_run = [
+        {key: sum(part[key] for part in found["first_call_by_part"]) / len(found["first_call_by_part"])
+         for key, _ in TABLE_COLUMNS}
+        for found in labelled
+    ]  # fmt: skip
+    means = (
+        {key: sum(run[key] for run in per_run) / len(per_run) for key, _ in TABLE_COLUMNS} if per_run else {}
+    )
+    return {"runs": len(per_run), "not_labelled": len(members) - len(per_run), "shares": means}
+
+
+def failure_table(labelled: Mapping[str, Any], groups: Mapping[str, Sequence[str]]) -> str:
+    """The Markdown table of what each group's parts are made of: a row per group (the base, a reference
+    line, each arm over its seeds), the mean share of parts per first-call label."""
+    header = "| | runs | " + " | ".join(title for _, title in TABLE_COLUMNS) + " |"
+    rows = [header, "|---|---|" + "---|" * len(TABLE_COLUMNS)]
+    for group, members in groups.items():
+        found = group_shares(labelled["runs"], members)
+        if not found["runs"]:
+            rows.append(f"| {group} | 0 of {len(members)} |" + " |" * len(TABLE_COLUMNS))
+            continue
+        cells = " | ".join(f"{found['shares'][key]:.3f}" for key, _ in TABLE_COLUMNS)
+        rows.append(f"| {group} | {found['runs']} of {len(members)} | {cells} |")
+    where = f"on {labelled['set'] or 'the main set'} at T={labelled['temperature']:g}"
+    return "\n".join(
+        [f"Each part's first call, {where} (shares of parts; runs labelled of planned):", "", *rows]
+    )
+
+
+def failure_markers(study: str, held_out: str) -> tuple[str, str]:
+    """The comment lines around a study's failure table in a page."""
+    name = f"{study}:{held_out or 'main'}"
+    return (
+        f"<!-- failures:{name}:start (studies/scripts/calc_chain_failures.py --study {study} --page P) -->",
+        f"<!-- failures:{name}:end -->",
+    )
 
 
 async def play(task: str, count: int, temperature: float, overrides: Sequence[str]) -> dict[str, Any]:
@@ -342,6 +412,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--study", default="", help="label a study's stored evaluations; play nothing")
     parser.add_argument("--set", default="", help="--study: the held-out set (default: the main one)")
     parser.add_argument("--root", type=Path, default=ROOT, help="--study: the checkout holding studies/")
+    parser.add_argument(
+        "--page",
+        type=Path,
+        action="append",
+        default=[],
+        help="--study: a page with the failure table's block",
+    )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
     args = parser.parse_args(argv)
     if args.study:
@@ -349,6 +426,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = args.root / "studies" / args.study / "results" / f"failures-{args.set or 'main'}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"commit": code_version(), **labelled}, indent=1) + "\n")
+        for page in args.page:
+            start, end = failure_markers(args.study, args.set)
+            page.write_text(replace_block(page.read_text(), labelled["table"], start, end, where=str(page)))
+        print(labelled["table"])
         print(f"wrote {out}")
         return 0
     choose_allocator()

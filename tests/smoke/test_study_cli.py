@@ -163,9 +163,11 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     page = tmp_path / "page.md"
     start, end = markers("tiny")
     page.write_text(f"# results\n{start}\nold\n{end}\nafter\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("{}\nold\n{}\n".format(*markers("tiny", "headline")))
     reported = subprocess.run(
         [sys.executable, "-m", "agentrl.cli.main", "study", "report", "tiny", "--root", str(tmp_path),
-         "--page", str(page)],
+         "--page", str(page), "--headline", str(readme)],
         cwd=repo_root, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert reported.returncode == 0, reported.stderr[-3000:]
@@ -180,6 +182,10 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     table = (folder / "results" / "table.md").read_text()
     assert table.strip() in page.read_text() and page.read_text().endswith(f"{end}\nafter\n")
     assert "| sft (reference: SFT on 2 demonstrations) |" in table
+    assert (folder / "results" / "seeds.png").stat().st_size > 0
+    assert "4 of 4 trained runs finished.\n- gigpo minus grpo" in readme.read_text()
+    commits = {commit for record in summary["runs"].values() for commit in record["commits"]}
+    assert len(commits) == 1 and table.rstrip().endswith(f"one code commit, {next(iter(commits))[:12]}.")
 
     # pre-registration: a changed study file is refused until it is planned again
     (folder / "study.yaml").write_text(yaml.safe_dump({**spec, "seeds": [0, 1, 2]}, sort_keys=False))

@@ -8,10 +8,21 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "studies" / "scripts"))
 
-from calc_chain_failures import analyse, first_call, part_labels, stored_episode  # noqa: E402
+from calc_chain_failures import (  # noqa: E402
+    TABLE_COLUMNS,
+    analyse,
+    failure_table,
+    first_call,
+    group_shares,
+    groups_of,
+    part_labels,
+    stored_episode,
+)
 
 from agentrl.types import Action, ToolCall, Turn  # noqa: E402
 
@@ -99,3 +110,39 @@ def test_a_stored_episode_is_read_back_with_its_calls_parsed_from_the_text() -> 
     found = analyse([episode], [task], parts=1)
     assert found["first_call_by_part"][0]["expression_right"] == 1.0
     assert found["first_call_by_part"][0]["parses"] == 1.0 and found["first_call_by_part"][0]["right"] == 0.0
+
+
+def labelled_run(right: float, misordered: float) -> dict[str, object]:
+    """A run's labels with two parts, each with `right` and `misordered` shares (the rest wrong operands)."""
+    part = {key: 0.0 for key, _ in TABLE_COLUMNS}
+    part.update(right=right, expression_right=right, expression_operands_misordered=misordered)
+    part["expression_wrong_operands"] = 1.0 - right - misordered
+    return {"first_call_by_part": [part, {**part, "right": right / 2}]}
+
+
+def test_the_failure_table_groups_each_arm_over_its_seeds_and_counts_unlabelled_runs() -> None:
+    planned = [
+        ("base", None),
+        ("sft", None),
+        ("grpo-seed0", "grpo"),
+        ("grpo-seed1", "grpo"),
+        ("gigpo-seed0", "gigpo"),
+    ]
+    groups = groups_of(planned)
+    assert groups == {
+        "base": ["base"],
+        "sft": ["sft"],
+        "grpo": ["grpo-seed0", "grpo-seed1"],
+        "gigpo": ["gigpo-seed0"],
+    }
+    runs = {"base": labelled_run(0.4, 0.2), "sft": None, "grpo-seed0": labelled_run(0.8, 0.1),
+            "grpo-seed1": labelled_run(0.0, 0.5), "gigpo-seed0": None}  # fmt: skip
+    grpo = group_shares(runs, groups["grpo"])
+    # each run: the mean over its two parts (right r and r/2), then the mean over the arm's two seeds
+    assert grpo["runs"] == 2 and grpo["shares"]["right"] == pytest.approx((0.6 + 0.0) / 2)
+    assert grpo["shares"]["expression_operands_misordered"] == pytest.approx(0.3)
+    assert group_shares(runs, groups["gigpo"]) == {"runs": 0, "not_labelled": 1, "shares": {}}
+    table = failure_table({"set": "heldout-256", "temperature": 0.0, "runs": runs}, groups)
+    assert table.startswith("Each part's first call, on heldout-256 at T=0")
+    assert "| base | 1 of 1 | 0.300 | 0.000 | 0.000 | 0.400 | 0.200 | 0.400 | 0.000 | 0.000 |" in table
+    assert "| gigpo | 0 of 1 |" in table and "| grpo | 2 of 2 | 0.300 |" in table

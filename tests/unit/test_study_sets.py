@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from agentrl.errors import ConfigError
-from agentrl.study.report import base_values, final_at, summarise, table
+from agentrl.study.report import arm_cell, base_values, final_at, headline, seed_lines, summarise, table
 from agentrl.study.runner import (
     Evaluation,
     Layout,
@@ -156,10 +156,18 @@ def test_the_statistics_on_a_further_set_steps_to_final_and_the_collapse_rate(tm
     assert collapse["collapsed"] == ["grpo-seed1"] and collapse["rate"] == 0.5
     assert summary["base"]["pass_at"] == {"k": 6.0, "temperature": 0.5, "value": 0.7}
     shown = table(summary)
-    assert "| big | 0 | 0.400 | 0.600 | 0.800 | 0.200 | 0.500 |" in shown
+    grpo, gigpo = (arm_cell(values) for values in ([0.6, 0.2], [0.8, 0.5]))  # each arm's mean and band
+    assert grpo.startswith("0.400 [-2.") and grpo.endswith("] (2)")
+    assert f"| big | 0 | 0.400 | {grpo} | {gigpo} |" in shown
     assert "pass@6 at T=0.5 on the main set: 0.700" in shown
     assert "grpo on big: 1 of 2 runs below the base's best (T=0, 0.400), collapse rate 0.50" in shown
     assert "gigpo minus grpo on big, paired by seed (2): +0.250" in shown
+    lines = seed_lines(summary)  # a line per run, the base's value on the curve first
+    assert list(lines) == ["grpo", "gigpo"] and list(lines["grpo"]) == ["grpo-seed0", "grpo-seed1"]
+    assert lines["gigpo"]["gigpo-seed1"] == [(0.0, pytest.approx(0.25)), (50.0, 0.2), (100.0, 0.4)]
+    short = headline(summary, "tiny", width=60)
+    assert short.startswith("Study `studies/tiny/`: 4 of 4 trained runs finished.\n- gigpo minus grpo on big")
+    assert "collapse" not in short and max(map(len, short.splitlines())) <= 60
 
 
 def test_a_reference_line_plays_after_the_base_and_before_the_arms(tmp_path: Path) -> None:
@@ -193,6 +201,8 @@ def test_each_run_keeps_the_code_commits_it_played_on_and_the_table_says_when_th
     found = code_commits(records)
     assert found == {"unrecorded": ["base"], "aaa": ["grpo-seed0"], "bbb": ["grpo-seed0", "gigpo-seed0"]}
     assert commits_line({"code_commits": found}).startswith("The runs span code commits: unrecorded: base;")
-    assert commits_line({"code_commits": {"bbb": ["gigpo-seed0"]}}) == "All runs played on one code commit, bbb."
+    assert (
+        commits_line({"code_commits": {"bbb": ["gigpo-seed0"]}}) == "All runs played on one code commit, bbb."
+    )
     assert code_commits({"base": {"run": "base"}, "grpo-seed0": None}) == {}  # an older study: no line
     assert len(code_commit().split("+")[0]) == 40  # this checkout's own commit
