@@ -95,6 +95,9 @@ class UpdateConfig:
     activation_checkpointing: recompute each decoder layer's activations in the backward pass instead of
                       keeping them (less memory; each layer's forward runs twice); turns the shared-prefix
                       update off (it needs the KV cache that checkpointing turns off).
+    recompute_mlp:    recompute each decoder layer's MLP in the backward pass instead of keeping its inner
+                      activations (`agentrl/trainer/recompute.py`): most of what checkpointing saves, at the
+                      cost of the MLPs' forward once more; attention and the shared-prefix update unchanged.
     fused_head:       project the hidden states onto the vocabulary a chunk of positions at a time inside
                       the log-prob computation, so the [B, L, vocab] logits and their gradient are never
                       whole (`agentrl/trainer/fused_head.py`; one process, Llama-family heads); the head's
@@ -108,6 +111,7 @@ class UpdateConfig:
     shared_prefix: bool = True
     min_shared_tokens: int = 32
     activation_checkpointing: bool = False
+    recompute_mlp: bool = False
     fused_head: bool = False
 
     def __post_init__(self) -> None:

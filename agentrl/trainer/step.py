@@ -43,6 +43,7 @@ from agentrl.trainer import checkpoint, distributed
 from agentrl.trainer.answer_probs import attach_answer_probs
 from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.parallel import DataParallel
+from agentrl.trainer.recompute import recompute_mlps
 from agentrl.trainer.run import RunContext
 from agentrl.trainer.samples import (
     TrainSample,
@@ -122,6 +123,8 @@ def make_learner(
         policy = trained
     if config.update.activation_checkpointing:
         enable_activation_checkpointing(policy)
+    elif config.update.recompute_mlp:  # full checkpointing recomputes the MLPs already
+        recompute_mlps(policy)
     reference = None
     if config.loss.kl_coef > 0:  # the initial policy: the base weights (plus the starting adapters, if any)
         reference = load_model(config.model)[0].eval().requires_grad_(False)

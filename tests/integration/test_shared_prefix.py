@@ -18,6 +18,7 @@ from agentrl.trainer.configs import LossConfig, OptimConfig, UpdateConfig
 from agentrl.trainer.losses import sampled_token_logprobs
 from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.parallel import SINGLE_PROCESS
+from agentrl.trainer.recompute import recompute_mlps
 from agentrl.trainer.samples import (
     TrainSample,
     collate,
@@ -96,12 +97,16 @@ def run(
     update: UpdateConfig,
     loss: LossConfig | None = None,
     lora: bool = False,
+    recompute: bool = False,
 ) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
-    """Metrics and every parameter's gradient of one update with lr 0 (the gradients stay readable)."""
+    """Metrics and every parameter's gradient of one update with lr 0 (the gradients stay readable);
+    `recompute`: the MLPs recomputed in the backward pass (`update.recompute_mlp`)."""
     loss = loss or LossConfig()
     model: PreTrainedModel = tiny_model()
     if lora:
         model = with_lora(model, LoraSettings(rank=4, alpha=8, targets=("q_proj", "v_proj")))
+    if recompute:
+        recompute_mlps(model)
     reference = tiny_model(seed=3) if loss.kl_coef > 0 else None
     assert shared_prefix_unsupported(model) is None
     optim = OptimConfig(lr=0.0, grad_clip=0.0)
@@ -494,6 +499,17 @@ def test_the_fused_head_update_equals_the_whole_logits_one(
     update = UpdateConfig(micro_batch_size=micro_batch_size, min_shared_tokens=8, shared_prefix=shared)
     whole = run(samples, update, loss)
     assert_equal_updates(run(samples, dataclasses.replace(update, fused_head=True), loss), whole)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_recomputing_the_mlps_keeps_the_shared_update_and_its_gradients(lora: bool) -> None:
+    """`update.recompute_mlp` on flat groups and trees, shared, with KL and entropy and the fused head: the
+    same loss metrics and gradients as keeping the MLPs' activations."""
+    samples = tree_and_flat()
+    update = UpdateConfig(micro_batch_size=4, min_shared_tokens=8, fused_head=True)
+    loss = LossConfig(kl_coef=0.1, entropy_coef=0.01)
+    kept = run(samples, update, loss, lora=lora)
+    assert_equal_updates(run(samples, update, loss, lora=lora, recompute=True), kept)
 
 
 def test_the_fused_head_reaches_the_head_under_lora_and_puts_it_back() -> None:
