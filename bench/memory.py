@@ -12,7 +12,8 @@ moments and no recomputation; only the MLPs recomputed, alone and with the lean 
 metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`, `memory/update_peak_mb`,
 `memory/step_peak_mb`: agentrl/trainer/peak_memory.py; the first step holds no optimiser state until its own
 optimiser step, so it is not the steady state), its `update_s`, and the child's peak resident size over the
-whole run (its `ru_maxrss`: the load phase included). The same-run baseline is the defaults' row: each other
+whole run (its `ru_maxrss`: the load phase included), and the second step's rollout seconds. The same-run
+baseline is the defaults' row: each other
 setting's memory and seconds are given as ratios to it. The training state of the model, weights + gradients
 + two Adam moments in fp32 (16 bytes a parameter), is the yardstick the issue names (a step at most twice
 it). The allocator is named (`agentrl.memory.choose_allocator`).
@@ -111,6 +112,7 @@ def one_step(task: str, overrides: list[str], folder: Path) -> dict[str, Any]:
         "step_peak_mb": step["memory/step_peak_mb"],
         "process_peak_mb": round(peak_kb / 1024, 1),  # the child's ru_maxrss: load and set-up included
         "update_s": round(step["update_s"], 1),
+        "rollout_s": round(step["rollout_s"], 1) if "rollout_s" in step else None,
         "episodes": step.get("episodes"),
         "trained_episodes": step.get("trained_episodes"),
     }
@@ -143,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         if base is not None:
             row["memory_ratio_to_defaults"] = round(row["step_peak_mb"] / base["step_peak_mb"], 3)
             row["update_s_ratio_to_defaults"] = round(harness.ratio(row["update_s"], base["update_s"]), 3)
+            if row["rollout_s"] is not None and base["rollout_s"]:
+                row["rollout_s_ratio_to_defaults"] = round(row["rollout_s"] / base["rollout_s"], 3)
     figures = {
         "task": args.task,
         "quick": args.quick,
