@@ -7,7 +7,9 @@ band) and `results/seeds.png` (a panel per arm, a line per seed), and rewrites t
 `<!-- study:NAME:start -->` ... `<!-- study:NAME:end -->` block of each page it is given, and the shorter
 `<!-- study:NAME:headline:start -->` block, `headline`, of each README-like page). Every run counts:
 a collapsed run is in every mean and band, and a run not finished yet is listed as such, never left out
-silently (the summary says how many records each number rests on).
+silently (the summary says how many records each number rests on). A record converted from a file that
+never counted env steps (the calc demo's) has `env_steps` None: the table says "not recorded" and the plots
+leave that point out.
 
 What this is not: the runner (`agentrl.study.runner`), or a judge of which statistic matters: the study file
 named them before it ran.
@@ -24,7 +26,7 @@ from typing import Any
 from agentrl.evidence import commit_of
 from agentrl.study.runner import BASE, Layout, evaluation_key, planned_runs, read_record
 from agentrl.study.spec import Statistic, StudySpec, load_spec
-from agentrl.study.stats import band, censored_steps, paired_band, steps_to_threshold
+from agentrl.study.stats import band, censored_steps, paired_band, sign_test_p, steps_to_threshold
 
 
 def evaluations_on(
@@ -67,33 +69,54 @@ def best_decoding(values: Mapping[float, float]) -> tuple[float, float] | None:
     return temperature, values[temperature]
 
 
-def mean_curve(start: float, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+def mean_curve(start: float, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per evaluation point (the base at 0 first): the mean value over the runs with its band, and the mean
-    env steps the runs had actually played there."""
-    points = [{"env_steps": 0.0, "mean": start, "low": start, "high": start, "n": float(len(runs))}]
+    env steps the runs had actually played there (None when a run's record did not count them)."""
+    points: list[dict[str, Any]] = [
+        {"env_steps": 0.0, "mean": start, "low": start, "high": start, "n": float(len(runs))}
+    ]
     for index in range(max((len(run["points"]) for run in runs), default=0)):
         reached = [run for run in runs if len(run["points"]) > index]  # a play that ended early stops here
         values = [float(run["points"][index]["value"]) for run in reached]
         mean, low, high = band(values)
-        steps = sum(float(run["points"][index]["env_steps"]) for run in reached) / len(reached)
+        played = [run["points"][index]["env_steps"] for run in reached]
+        steps = None if None in played else sum(float(value) for value in played) / len(played)
         points.append({"env_steps": steps, "mean": mean, "low": low, "high": high, "n": float(len(values))})
     return points
 
 
-def final_at(run: Mapping[str, Any], temperature: float | None, held_out: str = "") -> float | None:
-    """A run's final value at `temperature` on held-out set `held_out` ("" the main one: its decodings, else
-    its last point when that was evaluated at it; a named set: its decoding there, None its first); None when
-    it was not evaluated there."""
+def final_entry(
+    run: Mapping[str, Any] | None, temperature: float | None, held_out: str = ""
+) -> Mapping[str, Any] | None:
+    """A run's final evaluation at `temperature` on held-out set `held_out` ("" the main one: its decodings,
+    else its last point when that was evaluated at it; a named set: its decoding there, None its first), at
+    sampler seed 0 and one episode per task; None when it was not evaluated there."""
     for found, seed, samples, point in evaluations_on(run, held_out):
         wanted = found == temperature or (temperature is None and bool(held_out))
         if seed == 0 and samples == 1 and wanted:
-            return float(point["value"])
-    if held_out:
+            return point
+    if held_out or run is None:
         return None
     last = run["points"][-1] if run.get("points") else None
     if last is not None and (temperature is None or float(last["temperature"]) == temperature):
-        return float(last["value"])
+        return last
     return None
+
+
+def final_at(run: Mapping[str, Any], temperature: float | None, held_out: str = "") -> float | None:
+    """A run's final value at `temperature` on held-out set `held_out` (`final_entry`); None when it was not
+    evaluated there."""
+    found = final_entry(run, temperature, held_out)
+    return None if found is None else float(found["value"])
+
+
+def scored_tasks(entry: Mapping[str, Any] | None) -> dict[str, float]:
+    """An evaluation's per-task rewards, infrastructure failures left out ({} without per-task outcomes)."""
+    return {
+        task["task_id"]: float(task["reward"])
+        for task in (entry or {}).get("per_task", ())
+        if task["success"] is not None
+    }
 
 
 def base_decoding(
@@ -143,6 +166,8 @@ def statistic(
             "not_evaluated_there": missing,
             **worst_case(values, len(missing), compared[1]),
         }
+    if item.kind == "change":
+        return {**out, "at": item.at, **change(item, base, mine)}
     theirs = runs.get(item.other, [])
     if item.kind == "paired":
         seeds = sorted({run["seed"] for run in mine} & {run["seed"] for run in theirs})
@@ -179,6 +204,60 @@ def statistic(
     if item.other:
         result[item.other] = threshold_steps(spec, theirs, start_value, item.threshold)
     return result
+
+
+def change(
+    item: Statistic, base: Mapping[str, Any] | None, runs: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Per run, its final value minus the base's where `vs_base` would compare them, and the tasks it gained
+    and lost against the base's evaluation there (sampler seed 0) with their exact sign-test p; the 95% band
+    over seeds of the changes, a run never evaluated there named and counted at 0 in `worst_case`."""
+    compared = base_decoding(base, item.at, item.set, item.temperature)
+    if compared is None or not runs:
+        return {"result": None, "why": "the base or the arm has not been evaluated yet"}
+    base_tasks = scored_tasks(final_entry(base, compared[0], item.set))
+    found = [run_change(run, compared, base_tasks, item.set) for run in runs]
+    measured = [row for row in found if row is not None]
+    missing = [run.get("run", "") for run, row in zip(runs, found, strict=True) if row is None]
+    changes = [row["change"] for row in measured]
+    mean, low, high = band(changes) if changes else (float("nan"),) * 3
+    out: dict[str, Any] = {
+        "base_decoding": {"temperature": compared[0], "value": compared[1]},
+        "per_run": measured,
+        "seeds": [row["seed"] for row in measured],
+        "changes": changes,
+        "mean": mean,
+        "band": [low, high],
+        "above_zero": bool(changes) and low > 0,
+        "not_evaluated_there": missing,
+    }
+    if missing:
+        worst = band([*changes, *([-compared[1]] * len(missing))])
+        out["worst_case"] = {"mean": worst[0], "band": [worst[1], worst[2]], "above_zero": worst[1] > 0}
+    return out
+
+
+def run_change(
+    run: Mapping[str, Any], compared: tuple[float, float], base_tasks: Mapping[str, float], held_out: str
+) -> dict[str, Any] | None:
+    """One run's row of a `change` statistic (pure); None when it was not evaluated at `compared`'s
+    decoding."""
+    entry = final_entry(run, compared[0], held_out)
+    if entry is None:
+        return None
+    mine = scored_tasks(entry)
+    gained, lost = gained_lost(base_tasks, mine)
+    value = float(entry["value"])
+    return {
+        "run": run.get("run", ""),
+        "seed": run["seed"],
+        "value": value,
+        "change": value - compared[1],
+        "tasks": len(base_tasks.keys() & mine.keys()),
+        "gained": gained,
+        "lost": lost,
+        "p": sign_test_p(gained, lost),
+    }
 
 
 def collapse_rate(
@@ -415,11 +494,7 @@ def per_task_at(record: Mapping[str, Any] | None, temperature: float | None) -> 
     """A record's per-task rewards in its decoding at `temperature` (infrastructure failures left out)."""
     for point in (record or {}).get("decodings", ()):
         if temperature is not None and float(point["temperature"]) == temperature:
-            return {
-                task["task_id"]: float(task["reward"])
-                for task in point.get("per_task", ())
-                if task["success"] is not None
-            }
+            return scored_tasks(point)
     return {}
 
 
@@ -436,7 +511,7 @@ def run_rows(
     points = record.get("points") or []
     label = name if record.get("done") else f"{name} (not finished)"
     if not points:
-        return [f"| {label} | {record.get('env_steps', 0):,} | | | |"]
+        return [f"| {label} | {steps_text(record.get('env_steps', 0))} | | | |"]
     rows = []
     for index, point in enumerate(points):
         shown, counts = "not evaluated", ""
@@ -446,10 +521,14 @@ def run_rows(
             if found is not None:
                 shown = f"{found:.3f}"
                 counts = "{} / {}".format(*gained_lost(base_tasks, mine)) if mine and base_tasks else ""
-        rows.append(
-            f"| {label} | {int(point['env_steps']):,} | {float(point['value']):.3f} | {shown} | {counts} |"
-        )
+        steps = steps_text(point["env_steps"])
+        rows.append(f"| {label} | {steps} | {float(point['value']):.3f} | {shown} | {counts} |")
     return rows
+
+
+def steps_text(value: float | None) -> str:
+    """Env steps as the table shows them; "not recorded" for a record converted from a file without them."""
+    return "not recorded" if value is None else f"{int(value):,}"
 
 
 def statistic_line(item: Mapping[str, Any]) -> str:
@@ -475,6 +554,8 @@ def statistic_line(item: Mapping[str, Any]) -> str:
             f"{item['mean']:.3f} [{item['band'][0]:.3f}, {item['band'][1]:.3f}] over {len(item['values'])} "
             f"runs, {verdict}{left_out}"
         )
+    if item["kind"] == "change":
+        return change_line(item, on)
     if item["kind"] == "paired":
         return (
             f"{item['arm']} minus {item['other']}{on}, paired by seed ({len(item['seeds'])}): "
@@ -502,7 +583,35 @@ def statistic_line(item: Mapping[str, Any]) -> str:
     return f"env steps to {item['threshold']:g}: " + ", ".join(parts)
 
 
-def plot(curves: Mapping[str, Sequence[Mapping[str, float]]], path: Path, title: str, ylabel: str) -> None:
+def change_line(item: Mapping[str, Any], on: str) -> str:
+    """A `change` statistic in words: the band over seeds, then each run's change, tasks gained and lost,
+    and their exact sign-test p."""
+    base = item["base_decoding"]
+    where = {"best": "its best decoding", "training": "the training temperature"}[item["at"]]
+    rows = item["per_run"]
+    counts = sorted({row["tasks"] for row in rows})
+    tasks = f"the same {counts[0]} tasks" if len(counts) == 1 else "the tasks both scored"
+    verdict = "above 0" if item["above_zero"] else "not above 0"
+    line = (
+        f"{item['arm']} minus the base{on} at {where} (T={base['temperature']:g}, base {base['value']:.3f}), "
+        f"run by run on {tasks}: {item['mean']:+.3f} [{item['band'][0]:+.3f}, {item['band'][1]:+.3f}] over "
+        f"{len(rows)} runs, {verdict}; per run (change, tasks gained / lost, exact sign-test p): "
+        + "; ".join(
+            f"{row['run']} {row['change']:+.3f}, {row['gained']} / {row['lost']}, p {row['p']:.3g}"
+            for row in rows
+        )
+    )
+    missing = item.get("not_evaluated_there") or []
+    if missing:
+        worst = item["worst_case"]
+        line += (
+            f"; {', '.join(missing)} never evaluated there: counted at 0, {worst['mean']:+.3f} "
+            f"[{worst['band'][0]:+.3f}, {worst['band'][1]:+.3f}]"
+        )
+    return line
+
+
+def plot(curves: Mapping[str, Sequence[Mapping[str, Any]]], path: Path, title: str, ylabel: str) -> None:
     """The mean value against env steps, one line and a 95% band per arm."""
     import matplotlib
 
@@ -511,9 +620,12 @@ def plot(curves: Mapping[str, Sequence[Mapping[str, float]]], path: Path, title:
 
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
     for name, curve in curves.items():
-        x = [point["env_steps"] for point in curve]
-        axes.plot(x, [point["mean"] for point in curve], marker="o", label=name)
-        axes.fill_between(x, [p["low"] for p in curve], [p["high"] for p in curve], alpha=0.2)
+        drawn = [point for point in curve if point["env_steps"] is not None]
+        left_out = len(curve) - len(drawn)
+        label = name if not left_out else f"{name} ({left_out} point(s) without env steps not drawn)"
+        x = [point["env_steps"] for point in drawn]
+        axes.plot(x, [point["mean"] for point in drawn], marker="o", label=label)
+        axes.fill_between(x, [p["low"] for p in drawn], [p["high"] for p in drawn], alpha=0.2)
     axes.set_xlabel("environment steps (assistant turns)")
     axes.set_ylabel(ylabel)
     axes.set_ylim(-0.02, 1.02)
@@ -527,7 +639,8 @@ def plot(curves: Mapping[str, Sequence[Mapping[str, float]]], path: Path, title:
 
 def seed_lines(summary: Mapping[str, Any]) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """Per arm, per run (finished or not: every run counts): its curve as (env steps, value) points, the
-    base's value at the curve's temperature first (at 0 env steps)."""
+    base's value at the curve's temperature first (at 0 env steps); a point whose env steps were not
+    recorded is left out."""
     curves = summary.get("curves") or {}
     lines: dict[str, dict[str, list[tuple[float, float]]]] = {
         arm: {} for arm in summary.get("finished") or {}
@@ -536,7 +649,11 @@ def seed_lines(summary: Mapping[str, Any]) -> dict[str, dict[str, list[tuple[flo
         if not record or record.get("arm") not in lines or not record.get("points"):
             continue
         start = curves[record["arm"]][0]["mean"] if curves.get(record["arm"]) else 0.0
-        points = [(float(point["env_steps"]), float(point["value"])) for point in record["points"]]
+        points = [
+            (float(point["env_steps"]), float(point["value"]))
+            for point in record["points"]
+            if point["env_steps"] is not None  # a converted record that never counted them: not drawn
+        ]
         lines[record["arm"]][name] = [(0.0, float(start)), *points]
     return lines
 

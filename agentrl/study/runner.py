@@ -678,8 +678,18 @@ def status(layout: Layout) -> list[str]:
         if record is None:
             state = "not started"
         elif record.get("done"):
-            state = f"done ({record['env_steps']} env steps, {record['wall_s']:.0f} s)"
+            state = f"done ({done_text(record)})"
         else:
             state = f"{len(record['points'])} of {points} points, {len(record['decodings'])} decodings"
         lines.append(f"  {planned.name}: {state}")
     return lines
+
+
+def done_text(record: Mapping[str, Any]) -> str:
+    """A finished record's env steps and wall time, each "not recorded" when the record lacks it (a record
+    converted from a file that did not keep it, e.g. the base of plan 3b or the calc demo's runs)."""
+    steps, wall = record.get("env_steps"), record.get("wall_s")
+    return (
+        f"{'not recorded' if steps is None else steps} env steps, "
+        f"{'wall time not recorded' if wall is None else f'{wall:.0f} s'}"
+    )

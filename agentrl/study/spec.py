@@ -31,7 +31,7 @@ from agentrl.typed import build
 STUDIES_DIR = Path("studies")
 SPEC_FILE = "study.yaml"
 METRICS = ("success_rate", "per_part_success")
-STATISTICS = ("vs_base", "paired", "steps_to_threshold", "steps_to_final", "collapse_rate")
+STATISTICS = ("vs_base", "change", "paired", "steps_to_threshold", "steps_to_final", "collapse_rate")
 DECODINGS = ("best", "training")
 
 
@@ -103,6 +103,10 @@ class Statistic:
 
     kind:      "vs_base": `arm`'s final value at its best decoding over seeds (95% Student-t band) against
                the base at its best decoding (the best of `decodings` and the training temperature);
+               "change": per run, `arm`'s final value minus the base's at the decoding `vs_base` would
+               compare (`at`, `temperature`, `set` as there), with the tasks the run gained and lost against
+               the base on the same tasks and their exact sign-test p (McNemar's for pass/fail), and the
+               95% band over seeds of the changes (a before/after table: the calc demo's);
                "paired": `arm` minus `other` at the last checkpoint, paired by seed (95% band of the
                differences); "steps_to_threshold": per seed, the env steps at which `arm`'s curve first
                reaches `threshold` (linear between checkpoints, the base at 0), a seed that never does
@@ -114,13 +118,13 @@ class Statistic:
     other:     "paired" and "steps_to_final" (required), "steps_to_threshold" (optional): the arm it is
                compared with
     threshold: "steps_to_threshold": the value to reach, in the study's `metric`
-    at:        "vs_base": "best" (the base's best decoding, the test a learning claim needs) or "training"
-               (the run config's `eval.temperature`, the base and the arm both evaluated there)
-    set:       "vs_base", "paired", "collapse_rate": the held-out set compared on: "" the main one, else an
-               `EvalSet` name
-    temperature: "vs_base", "paired", "collapse_rate": the final decoding compared (the arm's and, for
-               "vs_base", the base's too; None: "vs_base" as `at` says, "paired" and "collapse_rate" the last
-               point on the main set or a named set's first decoding)
+    at:        "vs_base", "change": "best" (the base's best decoding, the test a learning claim needs) or
+               "training" (the run config's `eval.temperature`, the base and the arm both evaluated there)
+    set:       "vs_base", "change", "paired", "collapse_rate": the held-out set compared on: "" the main one,
+               else an `EvalSet` name
+    temperature: "vs_base", "change", "paired", "collapse_rate": the final decoding compared (the arm's
+               and, for "vs_base" and "change", the base's too; None: those two as `at` says, "paired" and
+               "collapse_rate" the last point on the main set or a named set's first decoding)
     """
 
     kind: str

@@ -1,8 +1,9 @@
-"""The statistics a study reports: bands over seeds, paired differences, steps to a threshold with censoring.
+"""The statistics a study reports: bands over seeds, paired differences, steps to a threshold with censoring,
+the exact sign test of one run's tasks gained and lost.
 
 What this is: pure functions over plain numbers (numpy and the standard library only), shared by
-`agentrl.study.report` and the older study scripts in bench/. What this is not: the choice of what to
-compute (a study names its statistics in advance, `agentrl.study.spec.Statistic`).
+`agentrl.study.report` and the older study scripts in studies/scripts/. What this is not: the choice of what
+to compute (a study names its statistics in advance, `agentrl.study.spec.Statistic`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ def paired_band(first: Sequence[float], second: Sequence[float]) -> tuple[float,
     if len(first) != len(second):
         raise ValueError(f"paired values need equal lengths, got {len(first)} and {len(second)}")
     return band([a - b for a, b in zip(first, second, strict=True)])
+
+
+def sign_test_p(gained: int, lost: int) -> float:
+    """Two-sided exact sign test of the tasks one run gained and lost against the base on the same tasks
+    (McNemar's exact test when outcomes are pass/fail): the binomial(gained + lost, 1/2) tail of the smaller
+    count, doubled; 1 when no task changed."""
+    changed = gained + lost
+    if changed == 0:
+        return 1.0
+    tail = sum(math.comb(changed, i) for i in range(min(gained, lost) + 1)) / 2**changed
+    return min(1.0, 2 * tail)
 
 
 def steps_to_threshold(curve: Sequence[tuple[float, float]], threshold: float) -> float | None:
