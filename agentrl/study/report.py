@@ -167,7 +167,7 @@ def statistic(
             **worst_case(values, len(missing), compared[1]),
         }
     if item.kind == "change":
-        return {**out, "at": item.at, **change(item, base, mine)}
+        return {**out, "at": item.at, "temperature": item.temperature, **change(item, base, mine)}
     theirs = runs.get(item.other, [])
     if item.kind == "paired":
         seeds = sorted({run["seed"] for run in mine} & {run["seed"] for run in theirs})
@@ -587,19 +587,23 @@ def change_line(item: Mapping[str, Any], on: str) -> str:
     """A `change` statistic in words: the band over seeds, then each run's change, tasks gained and lost,
     and their exact sign-test p."""
     base = item["base_decoding"]
-    where = {"best": "its best decoding", "training": "the training temperature"}[item["at"]]
+    where = f"T={base['temperature']:g} (base {base['value']:.3f})"
+    if item.get("temperature") is None:
+        named = {"best": "its best decoding", "training": "the training temperature"}[item["at"]]
+        where = f"{named} (T={base['temperature']:g}, base {base['value']:.3f})"
     rows = item["per_run"]
     counts = sorted({row["tasks"] for row in rows})
     tasks = f"the same {counts[0]} tasks" if len(counts) == 1 else "the tasks both scored"
+    low, high = item["band"]
     verdict = "above 0" if item["above_zero"] else "not above 0"
+    each = "; ".join(
+        f"{row['run']} {row['change']:+.3f}, {row['gained']} / {row['lost']}, p {row['p']:.3g}"
+        for row in rows
+    )
     line = (
-        f"{item['arm']} minus the base{on} at {where} (T={base['temperature']:g}, base {base['value']:.3f}), "
-        f"run by run on {tasks}: {item['mean']:+.3f} [{item['band'][0]:+.3f}, {item['band'][1]:+.3f}] over "
-        f"{len(rows)} runs, {verdict}; per run (change, tasks gained / lost, exact sign-test p): "
-        + "; ".join(
-            f"{row['run']} {row['change']:+.3f}, {row['gained']} / {row['lost']}, p {row['p']:.3g}"
-            for row in rows
-        )
+        f"{item['arm']} minus the base{on} at {where}, run by run on {tasks}: {item['mean']:+.3f} "
+        f"[{low:+.3f}, {high:+.3f}] over {len(rows)} runs, {verdict}; per run (change, tasks gained / lost, "
+        f"exact sign-test p): {each}"
     )
     missing = item.get("not_evaluated_there") or []
     if missing:

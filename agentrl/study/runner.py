@@ -690,6 +690,6 @@ def done_text(record: Mapping[str, Any]) -> str:
     converted from a file that did not keep it, e.g. the base of plan 3b or the calc demo's runs)."""
     steps, wall = record.get("env_steps"), record.get("wall_s")
     return (
-        f"{'not recorded' if steps is None else steps} env steps, "
+        f"{'env steps not recorded' if steps is None else f'{steps} env steps'}, "
         f"{'wall time not recorded' if wall is None else f'{wall:.0f} s'}"
     )

@@ -143,7 +143,7 @@ def test_a_curve_without_env_steps_has_none_there_and_the_plot_leaves_it_out(tmp
 
 
 def test_status_says_what_a_converted_record_did_not_record() -> None:
-    assert done_text({"env_steps": None, "wall_s": None}) == "not recorded env steps, wall time not recorded"
+    assert done_text({"env_steps": None, "wall_s": None}) == "env steps not recorded, wall time not recorded"
     assert done_text({"env_steps": 1662, "wall_s": 1913.5}) == "1662 env steps, 1914 s"
 
 
