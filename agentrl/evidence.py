@@ -9,13 +9,13 @@ the held-out episodes in the run store, split "eval") into one JSON: every evalu
 `temperature`, step and per-task outcomes; a top-level `per_task` list pairing each task's outcome before
 and after training; the seeds, the commit and the CPU flags. Optional control evaluations (separate `agentrl
 eval` runs, e.g. the base and the trained model at a low temperature, the sharpening control of issue 41)
-are added as more evaluations. `studies/scripts/demo_report.py` builds docs/benchmarks.md's demo table from
-such files only.
+are added as more evaluations. The calc demo's four committed files are the records of the study
+`studies/calc-demo` (converted unchanged), whose report makes docs/benchmarks.md's demo table.
 
-Also `replace_block`: the one way the report scripts (`bench/gpu_report.py`, `studies/scripts/`'s
-`demo_report.py` and `context_report.py`) rewrite a generated block of a page, between its markers.
+Also `replace_block`: the one way the reports (`agentrl study report`, `bench/gpu_report.py`,
+`studies/scripts/context_report.py`) rewrite a generated block of a page, between its markers.
 
-What this is not: an evaluation (it runs no model), a statistic (the report script makes those) or a
+What this is not: an evaluation (it runs no model), a statistic (the study's report makes those) or a
 template engine.
 """
 

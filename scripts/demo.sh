@@ -4,8 +4,9 @@
 # Then the evidence (issue 41): the sharpening control (the base and the trained model evaluated at
 # DEMO_CONTROL_T, default 0.3, on the same held-out tasks; DEMO_CONTROL_T= skips it) and one JSON with every
 # evaluation's per-task outcomes, temperature, seeds, commit and CPU flags, written to runs/<run>/evidence.json
-# and studies/calc-demo/results/demo/<run>.json (commit it; `studies/scripts/demo_report.py --write-docs`
-# makes the table of docs/benchmarks.md).
+# and studies/calc-demo/results/demo/<run>.json. The 4-seed table of docs/benchmarks.md is the study
+# studies/calc-demo, whose records are the four committed files converted (`agentrl study report calc-demo`);
+# a further seed is added to that study file and played by `agentrl study run calc-demo` (docs/studies.md).
 set -euo pipefail
 start=$(date +%s)
 name="demo-$(date +%Y%m%d-%H%M%S)"

@@ -12,7 +12,7 @@ train` saves it) and the episode dicts of the run store.
   failure is not scored. Pairs are "both" solved, "gained" (solved only in B), "lost" (only in A),
   "neither", or "unpaired" (missing or unscored on one side).
 
-What this is not: a statistic. It counts; `studies/scripts/demo_report.py` and `agentrl.evidence` do the
+What this is not: a statistic. It counts; `agentrl study report` (`agentrl.study.report`) does the
 inference.
 """
 
