@@ -16,6 +16,7 @@ yet. Nor an 8-bit optimiser (block-wise quantised moments need a kernel library 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -61,26 +62,74 @@ class BF16StateAdamW(torch.optim.Optimizer):
                     self._update(param, group)
         return loss
 
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """torch's load, which casts floating state to each parameter's dtype, then the moments back to
+        bf16 (exactly: they were bf16 values)."""
+        super().load_state_dict(state_dict)
+        for state in self.state.values():
+            for key in ("exp_avg", "exp_avg_sq"):
+                if key in state:
+                    state[key] = state[key].to(torch.bfloat16)
+
     def _update(self, param: torch.nn.Parameter, group: dict[str, Any]) -> None:
-        """One parameter's step; under FSDP2 on its local shard (the moments are shards too)."""
+        """One parameter's step; under FSDP2 on its local shard (the moments are shards too). A contiguous
+        parameter steps `CHUNK` elements at a time, so the fp32 temporaries are those of a chunk, not of the
+        whole tensor (the embedding's would be about 110 MB each); the moments are written back in place."""
         beta1, beta2 = group["betas"]
         state = self.state[param]
         assert param.grad is not None  # `step` updates only parameters with a gradient
-        weights, grad = _local(param), _local(param.grad).float()
+        weights, grad = _local(param), _local(param.grad)
         if not state:
             state["step"] = torch.tensor(0.0)
             state["exp_avg"] = torch.zeros_like(weights, dtype=torch.bfloat16)
             state["exp_avg_sq"] = torch.zeros_like(weights, dtype=torch.bfloat16)
         state["step"] += 1
         step = float(state["step"])
-        first = state["exp_avg"].float().lerp_(grad, 1 - beta1)
-        second = state["exp_avg_sq"].float().mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        weights.mul_(1 - group["lr"] * group["weight_decay"])
-        denominator = (second / (1 - beta2**step)).sqrt_().add_(group["eps"])
-        weights.addcdiv_(first, denominator, value=-group["lr"] / (1 - beta1**step))
-        generator = self._generator if weights.device.type == "cpu" else None
-        state["exp_avg"] = stochastic_bf16(first, generator)
-        state["exp_avg_sq"] = stochastic_bf16(second, generator)
+        rule = Rule(
+            beta1=beta1,
+            beta2=beta2,
+            eps=group["eps"],
+            decay=1 - group["lr"] * group["weight_decay"],
+            scale=-group["lr"] / (1 - beta1**step),
+            correction=1 - beta2**step,
+            generator=self._generator if weights.device.type == "cpu" else None,
+        )
+        tensors = (weights, grad, state["exp_avg"], state["exp_avg_sq"])
+        if not all(tensor.is_contiguous() for tensor in tensors):
+            rule.apply(*tensors)
+            return
+        flat = [tensor.view(-1) for tensor in tensors]
+        for start in range(0, flat[0].numel(), CHUNK):
+            rule.apply(*(tensor[start : start + CHUNK] for tensor in flat))
+
+
+CHUNK = 1 << 22  # elements a step updates at once: 16 MB of fp32 per temporary
+
+
+@dataclass(frozen=True)
+class Rule:
+    """AdamW's update for one step of one parameter group, applied to a slice of a parameter."""
+
+    beta1: float
+    beta2: float
+    eps: float
+    decay: float  # 1 - lr * weight_decay
+    scale: float  # -lr / (1 - beta1 ** step)
+    correction: float  # 1 - beta2 ** step
+    generator: torch.Generator | None
+
+    def apply(
+        self, weights: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor
+    ) -> None:
+        """`weights` stepped in place from `grad` and the bf16 moments, which are rewritten in place."""
+        grad = grad.float()
+        first = exp_avg.float().lerp_(grad, 1 - self.beta1)
+        second = exp_avg_sq.float().mul_(self.beta2).addcmul_(grad, grad, value=1 - self.beta2)
+        weights.mul_(self.decay)
+        denominator = (second / self.correction).sqrt_().add_(self.eps)
+        weights.addcdiv_(first, denominator, value=self.scale)
+        exp_avg.copy_(stochastic_bf16(first, self.generator))
+        exp_avg_sq.copy_(stochastic_bf16(second, self.generator))
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:
