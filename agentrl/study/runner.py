@@ -32,7 +32,7 @@ import math
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -450,6 +450,13 @@ def run_training(
     name = f"{layout.name}-{planned.name}"
     run_dir = layout.train_runs / name
     temperature = load_config(spec.task, shared_overrides(spec, layout, name)).eval.temperature
+    for index, point in enumerate(record["points"]):
+        if not point.get("per_task"):  # nothing was read back: the evaluation is read from the store again
+            found = last_evaluation(spec, layout, name, int(point["train_step"]), float(point["temperature"]))
+            if found["per_task"]:
+                record["points"][index] = {**point, **found}
+                write_record(layout, planned.name, record)
+                log(f"  {planned.name} at {point['env_steps']} env steps, read again: {found['value']:.3f}")
     for point in checkpoint_points(spec.env_step_budget, spec.checkpoints)[len(record["points"]) :]:
         newest = checkpoint.latest(run_dir)
         state = None if newest is None else checkpoint.read_state(newest)
@@ -603,18 +610,27 @@ def stored_evaluation(
 
     store = open_store(f"sqlite:///{(layout.train_runs / 'store.db').resolve()}")
     try:
-        matches = [row for row in list_runs(store) if row["name"] == name]
+        matches = [row for row in list_runs(store) if row["name"] == name]  # newest first
         if not matches:
             raise ConfigError(f"the study's store holds no run named {name}")
-        episodes = [
-            row
-            for row in load_episodes(store, matches[-1]["id"])
-            if row["split"] == "eval" and (step is None or int(row["step"]) == step)
-        ]
+        episodes = held_out_at((load_episodes(store, match["id"]) for match in matches), step)
     finally:
         close_store(store)
     parts = int(load_config(spec.task, list(spec.overrides)).env.kwargs.get("parts", 1))
     return outcome(episodes, spec.metric, parts, samples)
+
+
+def held_out_at(runs: Iterable[Sequence[Mapping[str, Any]]], step: int | None) -> list[Mapping[str, Any]]:
+    """The held-out episodes at `step` (None: all) of the first of `runs` (each a stored run's episodes,
+    newest first) that holds any. A run trained in several processes (a study stopped and resumed) is
+    several stored runs of one name, and its evaluation at a step is in the one that played it."""
+    for episodes in runs:
+        found = [
+            row for row in episodes if row["split"] == "eval" and (step is None or int(row["step"]) == step)
+        ]
+        if found:
+            return found
+    return []
 
 
 def outcome(

@@ -206,3 +206,19 @@ def test_each_run_keeps_the_code_commits_it_played_on_and_the_table_says_when_th
     )
     assert code_commits({"base": {"run": "base"}, "grpo-seed0": None}) == {}  # an older study: no line
     assert len(code_commit().split("+")[0]) == 40  # this checkout's own commit
+
+
+def test_a_run_trained_in_two_processes_is_read_from_the_stored_run_that_played_the_step() -> None:
+    """A study stopped and resumed trains one run as two stored runs of one name (one per process): the
+    evaluation at a step is read from the one that holds it, newest first, never an empty read of the other
+    (the comparison's grpo-seed0 once recorded 0.000 at 840 env steps that way)."""
+    from agentrl.study.runner import held_out_at
+
+    def row(split: str, step: int, task: str) -> dict[str, Any]:
+        return {"split": split, "step": step, "task_id": task}
+
+    older = [row("train", 1, "a"), row("train", 2, "b")]  # stopped before its evaluation at step 4
+    newer = [row("train", 3, "c"), row("eval", 4, "x"), row("eval", 4, "y"), row("train", 5, "d")]
+    assert [r["task_id"] for r in held_out_at([newer, older], 4)] == ["x", "y"]
+    assert held_out_at([newer, older], 8) == [] and held_out_at([], None) == []
+    assert [r["task_id"] for r in held_out_at([older, newer], None)] == ["x", "y"]  # the first holding any
