@@ -141,6 +141,8 @@ def statistic(
     out: dict[str, Any] = {"kind": item.kind, "arm": item.arm, "runs": len(mine)}
     if item.set:
         out["set"] = item.set
+    if item.kind == "vs_base" and item.temperature is not None:
+        out["temperature"] = item.temperature  # compared there, not at the base's best decoding
     if item.kind == "vs_base":
         compared = base_decoding(base, item.at, item.set, item.temperature)
         if compared is None or not mine:
@@ -539,6 +541,8 @@ def statistic_line(item: Mapping[str, Any]) -> str:
     if item["kind"] == "vs_base":
         base = item["base_decoding"]
         where = "its best decoding" if item["at"] == "best" else "the training temperature"
+        if item.get("temperature") is not None:
+            where = "a named decoding"
         verdict = "above the base" if item["above_base"] else "not above the base"
         missing = item.get("not_evaluated_there") or []
         left_out = ""

@@ -222,3 +222,11 @@ def test_a_run_trained_in_two_processes_is_read_from_the_stored_run_that_played_
     assert [r["task_id"] for r in held_out_at([newer, older], 4)] == ["x", "y"]
     assert held_out_at([newer, older], 8) == [] and held_out_at([], None) == []
     assert [r["task_id"] for r in held_out_at([older, newer], None)] == ["x", "y"]  # the first holding any
+
+
+def test_a_comparison_with_the_base_at_a_named_temperature_says_so(tmp_path: Path) -> None:
+    spec = load(tmp_path, {**SPEC, "statistics": [{"kind": "vs_base", "arm": "grpo", "temperature": 0.5}]})
+    records = {"base": BASE, "grpo-seed0": run("grpo", 0, [0.3, 0.5], 0.6)}
+    (found,) = summarise(spec, records)["statistics"]
+    assert found["temperature"] == 0.5 and found["base_decoding"] == {"temperature": 0.5, "value": 0.25}
+    assert "grpo vs the base at a named decoding (T=0.5, 0.250): 0.500" in table(summarise(spec, records))
