@@ -39,13 +39,17 @@ EVIDENCE_VERSION = 1
 FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
-def commit_of(path: Path) -> str:
-    """The commit of the checkout at `path`, "+dirty" when tracked files differ ("unknown" outside git)."""
+def commit_of(path: Path, only: Sequence[str] = ()) -> str:
+    """The commit of the checkout at `path`, "+dirty" when tracked files differ (those under `only`'s paths,
+    relative to the checkout's root, when given; "unknown" outside git)."""
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True
         ).stdout.strip()
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=path, capture_output=True).returncode
+        scope = ["--", *only] if only else []
+        dirty = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", *scope], cwd=path, capture_output=True
+        ).returncode
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("+dirty" if dirty else "")

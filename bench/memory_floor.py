@@ -3,14 +3,14 @@
     .venv/bin/python bench/memory_floor.py      # -> bench/results/memory_floor.json
 
 What this is: one process, under the allocator `agentrl train` picks (`agentrl.memory.choose_allocator`),
-reading its own resident size (VmRSS) after each thing a calc-chain training step keeps for its whole life:
-Python with torch; the trainer's imports (transformers, the engine, the env client); SmolLM2-135M in fp32
-(`agentrl.models.load_model`, the config of configs/calc-chain.yaml); its gradients; AdamW's two moments
-after one optimiser step, in fp32 and, in a second process, in bf16 (`optim.state_dtype`); and the engine's
-bf16 compute copy of the weights. Each row is the growth over the row before and the total. The same-run
-baseline is the first row (Python and torch alone). The training state the issue names (weights, gradients
-and two fp32 moments: 16 bytes a parameter) is beside it, so the share of a step's peak (bench/memory.py)
-that no knob of docs/memory.md can touch is plain.
+reading its own resident size (`agentrl.trainer.peak_memory.resident_mb`) after each thing a calc-chain
+training step keeps for its whole life: Python with torch; the trainer's imports (transformers, the engine,
+the env client); SmolLM2-135M in fp32 (`agentrl.models.load_model`, the config of configs/calc-chain.yaml);
+its gradients; AdamW's two moments after one optimiser step, in fp32 and, in a second process, in bf16
+(`optim.state_dtype`); and the engine's bf16 compute copy of the weights. Each row is the growth over the row
+before and the total. The same-run baseline is the first row (Python and torch alone). The training state the
+issue names (weights, gradients and two fp32 moments: 16 bytes a parameter) is beside it, so the share of a
+step's peak (bench/memory.py) that no knob of docs/memory.md can touch is plain.
 
 What this is not: a measure of a whole step (bench/memory.py), or of activations and the KV cache.
 """
@@ -30,22 +30,15 @@ import harness
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def rss_mb() -> float:
-    """This process's resident size, from /proc/self/status."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
 def measure(state_dtype: str) -> dict[str, Any]:
     """The rows, in this process (which must be fresh)."""
     from agentrl.memory import choose_allocator
+    from agentrl.trainer.peak_memory import resident_mb
 
     allocator = choose_allocator(reexec=False)
     import torch
 
-    rows = [("python and torch", rss_mb())]
+    rows = [("python and torch", resident_mb())]
     import agentrl.agent.engines.cached  # noqa: F401  the engine
     import agentrl.client  # noqa: F401  the env service's client
     import agentrl.trainer.train  # noqa: F401  the trainer and transformers
@@ -53,19 +46,19 @@ def measure(state_dtype: str) -> dict[str, Any]:
     from agentrl.models import load_model
     from agentrl.trainer.optim import make_optimizer
 
-    rows.append(("the trainer's imports", rss_mb()))
+    rows.append(("the trainer's imports", resident_mb()))
     config = load_config("calc-chain", [f"optim.state_dtype={state_dtype}"])
     model, _ = load_model(config.model)
-    rows.append(("the model in fp32", rss_mb()))
+    rows.append(("the model in fp32", resident_mb()))
     parameters = [p for p in model.parameters() if p.requires_grad]
     for parameter in parameters:
         parameter.grad = torch.zeros_like(parameter)
-    rows.append(("its gradients", rss_mb()))
+    rows.append(("its gradients", resident_mb()))
     optimizer, _ = make_optimizer(model, config.optim)
     optimizer.step()
-    rows.append((f"AdamW's moments ({state_dtype})", rss_mb()))
+    rows.append((f"AdamW's moments ({state_dtype})", resident_mb()))
     copy = {name: tensor.detach().to(torch.bfloat16) for name, tensor in model.state_dict().items()}
-    rows.append(("the engine's bf16 copy", rss_mb()))
+    rows.append(("the engine's bf16 copy", resident_mb()))
     count = sum(p.numel() for p in model.parameters())
     del copy
     return {

@@ -235,18 +235,9 @@ def code_commit() -> str:
     """The commit of the agentrl code this process runs, "+dirty" when the package's tracked files differ
     from it (a study's own records changing do not count), "unknown" outside a git checkout."""
     import agentrl
+    from agentrl.evidence import commit_of
 
-    root = Path(agentrl.__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True, timeout=30
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "diff", "--quiet", "HEAD", "--", "agentrl", "pyproject.toml"], cwd=root, timeout=30
-        ).returncode
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        return "unknown"
-    return commit + ("+dirty" if dirty else "")
+    return commit_of(Path(agentrl.__file__).resolve().parent.parent, only=("agentrl", "pyproject.toml"))
 
 
 def with_commit(record: dict[str, Any], commit: str) -> dict[str, Any]:
@@ -450,13 +441,7 @@ def run_training(
     name = f"{layout.name}-{planned.name}"
     run_dir = layout.train_runs / name
     temperature = load_config(spec.task, shared_overrides(spec, layout, name)).eval.temperature
-    for index, point in enumerate(record["points"]):
-        if not point.get("per_task"):  # nothing was read back: the evaluation is read from the store again
-            found = last_evaluation(spec, layout, name, int(point["train_step"]), float(point["temperature"]))
-            if found["per_task"]:
-                record["points"][index] = {**point, **found}
-                write_record(layout, planned.name, record)
-                log(f"  {planned.name} at {point['env_steps']} env steps, read again: {found['value']:.3f}")
+    read_empty_points_again(spec, layout, planned.name, name, record, log)
     for point in checkpoint_points(spec.env_step_budget, spec.checkpoints)[len(record["points"]) :]:
         newest = checkpoint.latest(run_dir)
         state = None if newest is None else checkpoint.read_state(newest)
@@ -514,6 +499,21 @@ def run_training(
     )
     record["done"] = True
     write_record(layout, planned.name, record)
+
+
+def read_empty_points_again(
+    spec: StudySpec, layout: Layout, run: str, name: str, record: dict[str, Any], log: Log
+) -> None:
+    """Each recorded point that holds no tasks (nothing was read back from the store), read again from the
+    store of trained run `name`; a point found there is rewritten in `record` (study run `run`)."""
+    for index, point in enumerate(record["points"]):
+        if point.get("per_task"):
+            continue
+        found = last_evaluation(spec, layout, name, int(point["train_step"]), float(point["temperature"]))
+        if found["per_task"]:
+            record["points"][index] = {**point, **found}
+            write_record(layout, run, record)
+            log(f"  {run} at {point['env_steps']} env steps, read again: {found['value']:.3f}")
 
 
 def checkpoint_evaluation(
