@@ -7,7 +7,8 @@
 What this is: for each setting (`SETTINGS`: the defaults; the engine's caches kept through the update;
 activation checkpointing; the fused output head; both; the optimiser's moments in bf16; all three; one
 sample per micro batch; the engine's rows and prefix cache bounded; those with the fused head and bf16
-moments and no recomputation; only the MLPs recomputed, alone and with the lean settings), two
+moments and no recomputation; only the MLPs recomputed, alone and with the lean settings; the forward passes
+under bf16 autocast, alone and with the lean settings), two
 `agentrl train` steps as a child process (so each starts from an empty process), reading back from its
 metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`, `memory/update_peak_mb`,
 `memory/step_peak_mb`: agentrl/trainer/peak_memory.py; the first step holds no optimiser state until its own
@@ -72,6 +73,26 @@ SETTINGS = {
         "engine.cached.max_cached_tokens=8192",
     ],
     "lean_mlp_micro_batch_1": [
+        "update.fused_head=true",
+        "update.recompute_mlp=true",
+        "update.micro_batch_size=1",
+        "optim.state_dtype=bfloat16",
+        "engine.cached.max_batch=12",
+        "engine.cached.max_cached_tokens=8192",
+    ],
+    # activations in bf16: the forward passes under CPU bf16 autocast (update.autocast_bf16; only where
+    # the CPU multiplies bf16 natively), alone and with the lean settings at two and one samples a micro batch
+    "autocast_bf16": ["update.autocast_bf16=true"],
+    "lean_mlp_bf16": [
+        "update.autocast_bf16=true",
+        "update.fused_head=true",
+        "update.recompute_mlp=true",
+        "optim.state_dtype=bfloat16",
+        "engine.cached.max_batch=12",
+        "engine.cached.max_cached_tokens=8192",
+    ],
+    "lean_mlp_micro_batch_1_bf16": [
+        "update.autocast_bf16=true",
         "update.fused_head=true",
         "update.recompute_mlp=true",
         "update.micro_batch_size=1",
