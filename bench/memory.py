@@ -8,7 +8,8 @@ What this is: for each setting (`SETTINGS`: the defaults; the engine's caches ke
 activation checkpointing; the fused output head; both; the optimiser's moments in bf16; all three; one
 sample per micro batch; the engine's rows and prefix cache bounded; those with the fused head and bf16
 moments and no recomputation; only the MLPs recomputed, alone and with the lean settings; the forward passes
-under bf16 autocast, alone and with the lean settings), two
+under bf16 autocast, alone and with the lean settings; every layer recomputed at one sample per micro
+batch), two
 `agentrl train` steps as a child process (so each starts from an empty process), reading back from its
 metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`, `memory/update_peak_mb`,
 `memory/step_peak_mb`: agentrl/trainer/peak_memory.py; the first step holds no optimiser state until its own
@@ -75,6 +76,16 @@ SETTINGS = {
     "lean_mlp_micro_batch_1": [
         "update.fused_head=true",
         "update.recompute_mlp=true",
+        "update.micro_batch_size=1",
+        "optim.state_dtype=bfloat16",
+        "engine.cached.max_batch=12",
+        "engine.cached.max_cached_tokens=8192",
+    ],
+    # every decoder layer recomputed, one sample per micro batch: one sample per micro batch already loses the
+    # shared prefix that full checkpointing turns off, so the recomputation is the only cost left
+    "lean_checkpointing_micro_batch_1": [
+        "update.fused_head=true",
+        "update.activation_checkpointing=true",
         "update.micro_batch_size=1",
         "optim.state_dtype=bfloat16",
         "engine.cached.max_batch=12",
