@@ -9,10 +9,11 @@ activation checkpointing; the fused output head; both; the optimiser's moments i
 sample per micro batch; the engine's rows and prefix cache bounded; those with the fused head and bf16
 moments and no recomputation; only the MLPs recomputed, alone and with the lean settings; the forward passes
 under bf16 autocast, alone and with the lean settings; every layer recomputed at one sample per micro
-batch), two
-`agentrl train` steps as a child process (so each starts from an empty process), reading back from its
-metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`, `memory/update_peak_mb`,
-`memory/step_peak_mb`: agentrl/trainer/peak_memory.py; the first step holds no optimiser state until its own
+batch), two `agentrl train` steps as a child process (so each starts from an empty process), reading back
+from its metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`,
+`memory/update_peak_mb`, `memory/step_peak_mb`, and the update's own phases: its old log-probs pass, the
+micro batches' forward and backward, the optimiser step, the engine's release and the weights' sync;
+agentrl/trainer/peak_memory.py; the first step holds no optimiser state until its own
 optimiser step, so it is not the steady state), its `update_s`, and the child's peak resident size over the
 whole run (its `ru_maxrss`: the load phase included), and the second step's rollout seconds. The same-run
 baseline is the defaults' row: each other
@@ -143,6 +144,11 @@ def one_step(task: str, overrides: list[str], folder: Path) -> dict[str, Any]:
         "update_peak_mb": step["memory/update_peak_mb"],
         "step_peak_mb": step["memory/step_peak_mb"],
         "process_peak_mb": round(peak_kb / 1024, 1),  # the child's ru_maxrss: load and set-up included
+        "update_phases_peak_mb": {  # the update's own phases (agentrl/trainer/peak_memory.py's sub_phase)
+            key.removeprefix("memory/").removesuffix("_peak_mb"): value
+            for key, value in step.items()
+            if key.startswith("memory/update_") and key.endswith("_peak_mb") and "_cuda_" not in key
+        },
         "update_s": round(step["update_s"], 1),
         "rollout_s": round(step["rollout_s"], 1) if "rollout_s" in step else None,
         "episodes": step.get("episodes"),

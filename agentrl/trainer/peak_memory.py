@@ -7,7 +7,11 @@ a context manager that records the highest sample (and `torch.cuda.max_memory_al
 while it is open. `metrics()` gives `memory/<phase>_peak_mb` for each phase of the step (and
 `memory/<phase>_cuda_peak_mb` on CUDA) and `memory/step_peak_mb`, then starts the next step afresh. The
 training loop opens a phase around the rollouts (with credit) and one around the update (with the weights'
-way back into the engine); the metrics go to metrics.jsonl, the store and the viewer like any other.
+way back into the engine); phases nest, and code inside an open phase opens its own with `sub_phase(name)`
+(the sampler open there, found through a context variable that `asyncio.to_thread` carries into the
+update's worker thread; a no-op where none is open): the update's old log-probs pass, each micro batch's
+forward and backward, the optimiser step and the weights' sync. The metrics go to metrics.jsonl, the store
+and the viewer like any other.
 
 What this is not: an allocation profiler (it does not say which tensor holds the memory: bench/memory.py
 and the allocator's own statistics do that) or a limit (nothing is refused for using memory).
@@ -18,7 +22,8 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from pathlib import Path
 
 import torch
@@ -41,7 +46,8 @@ class PeakMemory:
 
     def __init__(self, interval_s: float = 0.02) -> None:
         self.interval_s = interval_s
-        self._peak = 0.0
+        self._open: dict[str, float] = {}  # each open phase's peak so far
+        self._open_cuda: dict[str, float] = {}
         self._phases: dict[str, float] = {}
         self._cuda: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -54,7 +60,7 @@ class PeakMemory:
             if self._active.wait(timeout=0.5):
                 value = resident_mb()
                 with self._lock:
-                    self._peak = max(self._peak, value)
+                    self._open = {name: max(peak, value) for name, peak in self._open.items()}
                 self._stop.wait(self.interval_s)
 
     def _start(self) -> None:
@@ -62,25 +68,39 @@ class PeakMemory:
             self._thread = threading.Thread(target=self._sample, name="peak-memory", daemon=True)
             self._thread.start()
 
+    def _fold_cuda(self) -> None:
+        """The CUDA peak since the last reset into every open phase (before a nested phase resets it)."""
+        allocated = torch.cuda.max_memory_allocated() / MB
+        self._open_cuda = {name: max(peak, allocated) for name, peak in self._open_cuda.items()}
+
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Record the peak resident size (and CUDA allocation) while the block runs, as phase `name`."""
+        """Record the peak resident size (and CUDA allocation) while the block runs, as phase `name`; the
+        phases open around it keep counting it too."""
         self._start()
         cuda = torch.cuda.is_available()
         if cuda:
+            self._fold_cuda()
+            self._open_cuda[name] = 0.0
             torch.cuda.reset_peak_memory_stats()
         with self._lock:
-            self._peak = resident_mb()
+            self._open[name] = resident_mb()
         self._active.set()
+        token = _CURRENT.set(self)
         try:
             yield
         finally:
-            self._active.clear()
+            _CURRENT.reset(token)
+            value = resident_mb()
             with self._lock:
-                peak = max(self._peak, resident_mb())
+                self._open = {other: max(peak, value) for other, peak in self._open.items()}
+                peak = self._open.pop(name)
+                if not self._open:
+                    self._active.clear()
             self._phases[name] = max(self._phases.get(name, 0.0), peak)
             if cuda:
-                self._cuda[name] = torch.cuda.max_memory_allocated() / MB
+                self._fold_cuda()
+                self._cuda[name] = max(self._cuda.get(name, 0.0), self._open_cuda.pop(name))
 
     def metrics(self) -> dict[str, float]:
         """This step's `memory/...` metrics; the next step starts afresh."""
@@ -96,3 +116,13 @@ class PeakMemory:
         self._active.set()  # wake the sampler so it sees the stop
         if self._thread is not None:
             self._thread.join(timeout=2.0)
+
+
+_CURRENT: ContextVar[PeakMemory | None] = ContextVar("agentrl_peak_memory", default=None)
+
+
+def sub_phase(name: str) -> AbstractContextManager[None]:
+    """Phase `name` of the sampler whose phase is open around this code (module docstring); nothing where
+    none is (a bare `ppo_update`, a test)."""
+    peaks = _CURRENT.get()
+    return peaks.phase(name) if peaks is not None else nullcontext()

@@ -43,6 +43,7 @@ from agentrl.trainer import checkpoint, distributed
 from agentrl.trainer.answer_probs import attach_answer_probs
 from agentrl.trainer.optim import make_optimizer
 from agentrl.trainer.parallel import DataParallel
+from agentrl.trainer.peak_memory import sub_phase
 from agentrl.trainer.recompute import recompute_mlps
 from agentrl.trainer.run import RunContext
 from agentrl.trainer.samples import (
@@ -339,10 +340,13 @@ async def update_step(
     times."""
     started = time.perf_counter()
     shared = await distributed.off_loop(distributed.broadcast, samples, learner.parallel)
-    weights_out.before()
+    with sub_phase("update_release"):
+        weights_out.before()
     update = await asyncio.to_thread(learner.update, shared)
     update_s = time.perf_counter() - started
-    timed = {**update.metrics, "update_s": update_s, **await weights_out.after(learner, update.changed)}
+    with sub_phase("update_sync"):
+        synced = await weights_out.after(learner, update.changed)
+    timed = {**update.metrics, "update_s": update_s, **synced}
     return dataclasses.replace(update, metrics=timed)
 
 

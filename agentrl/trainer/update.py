@@ -42,6 +42,7 @@ from agentrl.trainer.fused_head import fused_head_where_supported
 from agentrl.trainer.losses import LOG_RATIO_CLAMP, aggregation_weight, policy_loss
 from agentrl.trainer.optim import clip_and_step
 from agentrl.trainer.parallel import SINGLE_PROCESS, DataParallel
+from agentrl.trainer.peak_memory import sub_phase
 from agentrl.trainer.samples import Pack, TrainSample, collate, columns_start, to_sample_layout
 from agentrl.trainer.shared_prefix import (
     collate_pack,
@@ -144,7 +145,8 @@ def ppo_update_and_logprobs(
     if loss_cfg.tis_cap > 0:
         if parallel.world_size > 1:
             raise ConfigError("loss.tis_cap > 0 is single-process for now; use trainer.nproc=1 or tis_cap=0")
-        samples, tis_metrics = with_tis_weights(model, samples, pad_id, loss_cfg, update_cfg, temperature)
+        with sub_phase("update_old_logprobs"):
+            samples, tis_metrics = with_tis_weights(model, samples, pad_id, loss_cfg, update_cfg, temperature)
         tally.add(tis_metrics)
         # its old log-probs are the trainer's own now, under the weights the update starts from
         kept = {index: sample.old_logprobs for index, sample in enumerate(samples)} if keep_logprobs else {}
@@ -170,7 +172,9 @@ def ppo_update_and_logprobs(
                 if not first or loss_cfg.tis_cap > 0:
                     step_metrics = {k: v for k, v in step_metrics.items() if not k.startswith("sampler_")}
                 tally.add(step_metrics)
-                tally.add({"grad_norm": clip_and_step(model, optimizer, scheduler, grad_clip)}, weight=1.0)
+                with sub_phase("update_optimizer"):
+                    grad_norm = clip_and_step(model, optimizer, scheduler, grad_clip)
+                tally.add({"grad_norm": grad_norm}, weight=1.0)
     finally:
         model.eval()
     means = tally.means()
@@ -262,15 +266,17 @@ def _mini_batch_step(
     kept: dict[int, torch.Tensor] = {}
     for index in range(passes):
         batch, weight = (chunks[index], weights[index]) if index < len(chunks) else (filler, 0.0)
-        if micro_loss is None:
-            loss, metrics, aggregated, logprobs = _micro_batch_loss(
-                model, batch, loss_cfg, update_cfg, ref_model, temperature
-            )
-            if keep_logprobs and index < len(packs):  # fillers hold no sample of this rank
-                kept.update(sample_logprobs(logprobs.detach(), batch, packs[index], mini_batch))
-        else:
-            loss, metrics, aggregated = micro_loss(model, batch)
-        (loss * (weight * parallel.world_size / total)).backward()
+        with sub_phase("update_forward"):
+            if micro_loss is None:
+                loss, metrics, aggregated, logprobs = _micro_batch_loss(
+                    model, batch, loss_cfg, update_cfg, ref_model, temperature
+                )
+                if keep_logprobs and index < len(packs):  # fillers hold no sample of this rank
+                    kept.update(sample_logprobs(logprobs.detach(), batch, packs[index], mini_batch))
+            else:
+                loss, metrics, aggregated = micro_loss(model, batch)
+        with sub_phase("update_backward"):
+            (loss * (weight * parallel.world_size / total)).backward()
         if weight:
             # token means weigh by tokens, aggregated terms by their aggregation weight: either way the
             # means over micro batches are the mini batch's, however its samples were split
@@ -318,7 +324,8 @@ def loss_step(
         metrics, _ = _mini_batch_step(
             model, optimizer, samples, pad_id, loss_cfg, update_cfg, None, 1.0, parallel, micro_loss
         )
-        grad_norm = clip_and_step(model, optimizer, scheduler, grad_clip)
+        with sub_phase("update_optimizer"):
+            grad_norm = clip_and_step(model, optimizer, scheduler, grad_clip)
     finally:
         model.eval()
     tokens = float(sum(sample.num_sampled_tokens for sample in samples))
@@ -359,11 +366,10 @@ def _micro_batch_loss(
     bonus: `aggregate`d as the loss is), and its log-probs at the loss columns ([B, T], with their graph)."""
     with _autocast(update_cfg.autocast_bf16):
         logits = pack_logits(model, batch, update_cfg.fused_head)
-        ref_logprobs = (
-            _reference_logprobs(ref_model, batch, temperature, update_cfg.fused_head)
-            if ref_model is not None
-            else None
-        )
+        ref_logprobs = None
+        if ref_model is not None:
+            with sub_phase("update_reference"):
+                ref_logprobs = _reference_logprobs(ref_model, batch, temperature, update_cfg.fused_head)
     mask = batch["loss_mask"]
     # chunked: no fp32 copy of the [B, L, vocab] logits; the entropies carry a gradient only for the bonus
     new_logprobs, entropy = pack_token_logprobs(logits, batch, temperature)
