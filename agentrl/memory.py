@@ -155,3 +155,22 @@ def tune_glibc() -> bool:
     return bool(libc.mallopt(M_ARENA_MAX, ARENAS)) and bool(
         libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
     )
+
+
+def return_free_memory() -> str:
+    """Give the pages the allocator holds free back to the operating system, so that memory a phase of a
+    step freed (the engine's KV before the update, the update's activations and gradients after it) does
+    not stay resident under the next phase's: tcmalloc's `MallocExtension_ReleaseFreeMemory` where tcmalloc
+    is loaded, glibc's `malloc_trim(0)` otherwise. Returns which ran ("" where neither is there). The pages
+    are faulted in again when next allocated (`update.return_free_memory`)."""
+    process = ctypes.CDLL(None)  # the symbols of everything loaded, LD_PRELOAD's tcmalloc first
+    release = getattr(process, "MallocExtension_ReleaseFreeMemory", None)
+    if release is not None:
+        release()
+        return "tcmalloc"
+    libc = load_libc()
+    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
+    if trim is not None:
+        trim(0)
+        return "glibc"
+    return ""

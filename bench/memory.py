@@ -9,8 +9,9 @@ activation checkpointing; the fused output head; both; the optimiser's moments i
 sample per micro batch; the engine's rows and prefix cache bounded; those with the fused head and bf16
 moments and no recomputation; only the MLPs recomputed, alone and with the lean settings; the forward passes
 under bf16 autocast, alone and with the lean settings; every layer recomputed at one sample per micro
-batch), two `agentrl train` steps as a child process (so each starts from an empty process), reading back
-from its metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`,
+batch; the allocator's free pages given back to the system, alone and with the lean settings), two
+`agentrl train` steps as a child process (so each starts from an empty process), reading back from its
+metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`,
 `memory/update_peak_mb`, `memory/step_peak_mb`, and the update's own phases: its old log-probs pass, the
 micro batches' forward and backward, the optimiser step, the engine's release and the weights' sync;
 agentrl/trainer/peak_memory.py; the first step holds no optimiser state until its own
@@ -75,6 +76,17 @@ SETTINGS = {
         "engine.cached.max_cached_tokens=8192",
     ],
     "lean_mlp_micro_batch_1": [
+        "update.fused_head=true",
+        "update.recompute_mlp=true",
+        "update.micro_batch_size=1",
+        "optim.state_dtype=bfloat16",
+        "engine.cached.max_batch=12",
+        "engine.cached.max_cached_tokens=8192",
+    ],
+    # the pages the allocator keeps free given back to the system after the engine's release and the update
+    "return_free_memory": ["update.return_free_memory=true"],
+    "lean_mlp_micro_batch_1_returned": [
+        "update.return_free_memory=true",
         "update.fused_head=true",
         "update.recompute_mlp=true",
         "update.micro_batch_size=1",

@@ -102,6 +102,11 @@ class UpdateConfig:
                       the log-prob computation, so the [B, L, vocab] logits and their gradient are never
                       whole (`agentrl/trainer/fused_head.py`; one process, Llama-family heads); the head's
                       matmul runs once more in the backward pass.
+    return_free_memory: give the pages the allocator keeps free back to the operating system after the
+                      engine's caches are dropped and again after the update (`agentrl.memory.
+                      return_free_memory`), so the update does not sit on top of what the rollouts freed
+                      and the next rollouts not on top of what the update freed; the pages are faulted in
+                      again when next used.
     """
 
     ppo_epochs: int = 1
@@ -113,6 +118,7 @@ class UpdateConfig:
     activation_checkpointing: bool = False
     recompute_mlp: bool = False
     fused_head: bool = False
+    return_free_memory: bool = False
 
     def __post_init__(self) -> None:
         if min(self.ppo_epochs, self.micro_batch_size, self.mini_batches, self.min_shared_tokens) < 1:

@@ -37,6 +37,7 @@ from agentrl.config import RunConfig
 from agentrl.credit import entry, episodes_to_batch, estimate, split_by_episode
 from agentrl.credit.metrics import credit_metrics
 from agentrl.errors import ConfigError
+from agentrl.memory import return_free_memory
 from agentrl.models import load_model
 from agentrl.tasks import Task
 from agentrl.trainer import checkpoint, distributed
@@ -340,9 +341,14 @@ async def update_step(
     times."""
     started = time.perf_counter()
     shared = await distributed.off_loop(distributed.broadcast, samples, learner.parallel)
+    returning = learner.config.update.return_free_memory
     with sub_phase("update_release"):
         weights_out.before()
+        if returning:
+            return_free_memory()
     update = await asyncio.to_thread(learner.update, shared)
+    if returning:  # the activations and the gradients (`Learner.update` drops them) before the sync
+        return_free_memory()
     update_s = time.perf_counter() - started
     with sub_phase("update_sync"):
         synced = await weights_out.after(learner, update.changed)

@@ -1,4 +1,5 @@
-"""agentrl.memory: the allocator choice, the LD_PRELOAD round trip, and a real re-execution under tcmalloc."""
+"""agentrl.memory: the allocator choice, the LD_PRELOAD round trip, a real re-execution under tcmalloc, and
+freed memory given back to the operating system under tcmalloc."""
 
 from __future__ import annotations
 
@@ -71,3 +72,32 @@ def test_a_command_reexecutes_once_under_tcmalloc_and_its_children_start_clean()
     assert allocator == "tcmalloc"  # read from the process's own memory map after the re-exec
     assert preload is None  # taken back out, so docker, git and the sandboxes are not preloaded
     assert run_show("glibc")[:2] == ["glibc", None]
+
+
+RETURN = """
+import json
+from agentrl.memory import return_free_memory
+from agentrl.trainer.peak_memory import resident_mb
+import numpy as np
+blocks = [np.ones(8 * 1024 * 1024 // 8) for _ in range(40)]  # 320 MB in 8 MB blocks, written: resident
+del blocks
+kept = resident_mb()  # tcmalloc keeps the freed spans in its page heap
+which = return_free_memory()
+print(json.dumps([which, kept, resident_mb()]))
+"""
+
+
+@pytest.mark.skipif(memory.find_tcmalloc() is None, reason="libtcmalloc-minimal4 is not installed")
+def test_free_memory_tcmalloc_keeps_goes_back_to_the_system() -> None:
+    env = {**os.environ, "LD_PRELOAD": memory.find_tcmalloc() or ""}
+    done = subprocess.run([sys.executable, "-c", RETURN], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    which, kept, after = json.loads(done.stdout.strip().splitlines()[-1])
+    assert which == "tcmalloc"
+    assert kept - after > 200  # most of the 320 MB freed but resident until returned
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the C library is not glibc")
+def test_the_allocator_in_use_is_the_one_asked_to_return_memory() -> None:
+    expected = "tcmalloc" if "libtcmalloc" in memory.loaded_libraries() else "glibc"
+    assert memory.return_free_memory() == expected
