@@ -9,7 +9,7 @@ activation checkpointing; the fused output head; both; the optimiser's moments i
 sample per micro batch; the engine's rows and prefix cache bounded; those with the fused head and bf16
 moments and no recomputation; only the MLPs recomputed, alone and with the lean settings; the forward passes
 under bf16 autocast, alone and with the lean settings; every layer recomputed at one sample per micro
-batch; the allocator's free pages given back to the system, alone and with the lean settings), two
+batch; the allocator's free pages kept instead of given back to the system), two
 `agentrl train` steps as a child process (so each starts from an empty process), reading back from its
 metrics.jsonl the second step's per-phase peaks (`memory/rollout_peak_mb`,
 `memory/update_peak_mb`, `memory/step_peak_mb`, and the update's own phases: its old log-probs pass, the
@@ -83,17 +83,9 @@ SETTINGS = {
         "engine.cached.max_batch=12",
         "engine.cached.max_cached_tokens=8192",
     ],
-    # the pages the allocator keeps free given back to the system after the engine's release and the update
-    "return_free_memory": ["update.return_free_memory=true"],
-    "lean_mlp_micro_batch_1_returned": [
-        "update.return_free_memory=true",
-        "update.fused_head=true",
-        "update.recompute_mlp=true",
-        "update.micro_batch_size=1",
-        "optim.state_dtype=bfloat16",
-        "engine.cached.max_batch=12",
-        "engine.cached.max_cached_tokens=8192",
-    ],
+    # the pages the allocator keeps free not given back to the system (update.return_free_memory is on by
+    # default since e78f57c's run: bench/results/memory_calc-chain_returned.json)
+    "pages_kept": ["update.return_free_memory=false"],
     # every decoder layer recomputed, one sample per micro batch: one sample per micro batch already loses the
     # shared prefix that full checkpointing turns off, so the recomputation is the only cost left
     "lean_checkpointing_micro_batch_1": [

@@ -106,7 +106,7 @@ class UpdateConfig:
                       engine's caches are dropped and again after the update (`agentrl.memory.
                       return_free_memory`), so the update does not sit on top of what the rollouts freed
                       and the next rollouts not on top of what the update freed; the pages are faulted in
-                      again when next used.
+                      again when next used (on plan 3b's step 1.02x the update's seconds, docs/memory.md).
     """
 
     ppo_epochs: int = 1
@@ -118,7 +118,7 @@ class UpdateConfig:
     activation_checkpointing: bool = False
     recompute_mlp: bool = False
     fused_head: bool = False
-    return_free_memory: bool = False
+    return_free_memory: bool = True
 
     def __post_init__(self) -> None:
         if min(self.ppo_epochs, self.micro_batch_size, self.mini_batches, self.min_shared_tokens) < 1:
