@@ -15,6 +15,7 @@ yet. Nor an 8-bit optimiser (block-wise quantised moments need a kernel library 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,13 +27,23 @@ def stochastic_bf16(values: torch.Tensor, generator: torch.Generator | None = No
     """fp32 `values` rounded to bf16 up or down at random, with the probability of each that makes the
     expectation `values` (add uniform noise below bf16's last bit, then truncate); inf and nan pass through
     round-to-nearest."""
-    bits = values.contiguous().view(torch.int32)
-    noise = torch.randint(
+    out = torch.empty(values.shape, dtype=torch.bfloat16, device=values.device)
+    stochastic_bf16_into(out, values.contiguous(), generator)
+    return out
+
+
+def stochastic_bf16_into(out: torch.Tensor, values: torch.Tensor, generator: torch.Generator | None) -> None:
+    """`stochastic_bf16` of contiguous fp32 `values` written into the bf16 tensor `out` of the same shape:
+    the noisy bits shifted down to their high half and stored as bf16's 16 bits, in three passes and no
+    fp32 temporary; the non-finite values (found by one sum) are rounded to nearest instead."""
+    shifted = torch.randint(
         0, 1 << 16, values.shape, dtype=torch.int32, device=values.device, generator=generator
     )
-    rounded = ((bits + noise) & -65536).view(torch.float32)  # -65536: the high 16 bits
-    finite = torch.isfinite(values)
-    return torch.where(finite, rounded, values).to(torch.bfloat16)
+    shifted.add_(values.view(torch.int32)).bitwise_right_shift_(16)
+    out.view(torch.int16).copy_(shifted)  # the low 16 bits of each: bf16's sign, exponent and mantissa
+    if not math.isfinite(float(values.sum())):  # an inf or a nan (or finite values summing past fp32's range)
+        special = ~torch.isfinite(values)
+        out[special] = values[special].to(torch.bfloat16)
 
 
 class BF16StateAdamW(torch.optim.Optimizer):
@@ -128,8 +139,8 @@ class Rule:
         weights.mul_(self.decay)
         denominator = (second / self.correction).sqrt_().add_(self.eps)
         weights.addcdiv_(first, denominator, value=self.scale)
-        exp_avg.copy_(stochastic_bf16(first, self.generator))
-        exp_avg_sq.copy_(stochastic_bf16(second, self.generator))
+        stochastic_bf16_into(exp_avg, first, self.generator)
+        stochastic_bf16_into(exp_avg_sq, second, self.generator)
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:

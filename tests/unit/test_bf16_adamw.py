@@ -1,4 +1,5 @@
-"""`optim.state_dtype=bfloat16` (`BF16StateAdamW`): stochastic rounding keeps a value's expectation, the
+"""`optim.state_dtype=bfloat16` (`BF16StateAdamW`): stochastic rounding keeps a value's expectation and
+writes exactly the bits of its definition (noise below bf16's last bit, then truncation), the
 first step equals torch's AdamW's (the moments start at zero, so bf16 storage has not rounded anything the
 step used yet), a few hundred steps on a small least-squares problem stay on fp32 AdamW's path, the moments
 are bf16 and survive a state_dict round trip, a parameter stepped in chunks steps as it would whole, and an
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from agentrl.errors import ConfigError
-from agentrl.trainer.bf16_adamw import BF16StateAdamW, stochastic_bf16
+from agentrl.trainer.bf16_adamw import BF16StateAdamW, stochastic_bf16, stochastic_bf16_into
 from agentrl.trainer.configs import OptimConfig
 from agentrl.trainer.optim import adamw
 
@@ -27,6 +28,20 @@ def test_stochastic_rounding_is_unbiased_and_lands_on_a_neighbour() -> None:
     special = torch.tensor([float("inf"), float("-inf"), 0.0])
     assert stochastic_bf16(special).float().tolist() == [float("inf"), float("-inf"), 0.0]
     assert stochastic_bf16(torch.tensor([float("nan")])).isnan().all()
+
+
+def test_rounding_in_place_writes_the_truncated_noisy_bits_and_rounds_specials_to_nearest() -> None:
+    values = torch.randn(10_000, generator=torch.Generator().manual_seed(1)) * 1e3
+    values[:3] = torch.tensor([float("inf"), float("-inf"), float("nan")])
+    noise = torch.randint(
+        0, 1 << 16, values.shape, dtype=torch.int32, generator=torch.Generator().manual_seed(2)
+    )
+    truncated = ((values.view(torch.int32) + noise) & -65536).view(torch.float32).to(torch.bfloat16)
+    expected = torch.where(torch.isfinite(values), truncated, values.to(torch.bfloat16))
+    out = torch.empty(values.shape, dtype=torch.bfloat16)
+    stochastic_bf16_into(out, values, torch.Generator().manual_seed(2))
+    assert torch.equal(out[3:].view(torch.int16), expected[3:].view(torch.int16))
+    assert out[:2].float().tolist() == [float("inf"), float("-inf")] and out[2].isnan()
 
 
 def problem(seed: int) -> tuple[torch.nn.Parameter, torch.Tensor, torch.Tensor]:
