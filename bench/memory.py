@@ -47,75 +47,43 @@ TASK_OVERRIDES = {
     "calc-chain": ["env.kwargs.end_part_on_repeat=true", "sampling.temperature=0.5", "eval.temperature=0.5"],
     "calc": [],
 }
+BOUNDED_ENGINE = ["engine.cached.max_batch=12", "engine.cached.max_cached_tokens=8192"]
+# the lean settings' common part: the fused head, bf16 moments and the engine's rows and prefix cache bounded
+LEAN = ["update.fused_head=true", "optim.state_dtype=bfloat16", *BOUNDED_ENGINE]
+MLP, LAYERS, MB1 = (
+    "update.recompute_mlp=true",
+    "update.activation_checkpointing=true",
+    "update.micro_batch_size=1",
+)
+AUTOCAST = "update.autocast_bf16=true"
 SETTINGS = {
     "defaults": [],
     "engine_kept": ["engine.cached.release_for_update=false"],
-    "activation_checkpointing": ["update.activation_checkpointing=true"],
+    "activation_checkpointing": [LAYERS],
     "fused_head": ["update.fused_head=true"],
-    "fused_head_checkpointing": ["update.fused_head=true", "update.activation_checkpointing=true"],
+    "fused_head_checkpointing": ["update.fused_head=true", LAYERS],
     "bf16_optimizer_state": ["optim.state_dtype=bfloat16"],
-    "lean": ["update.fused_head=true", "update.activation_checkpointing=true", "optim.state_dtype=bfloat16"],
+    "lean": ["update.fused_head=true", LAYERS, "optim.state_dtype=bfloat16"],
     # without recomputing anything: one sample per forward/backward, and the engine's rows and prefix cache
     # bounded during the rollouts (fewer sequences decoded together)
-    "micro_batch_1": ["update.micro_batch_size=1"],
-    "bounded_engine": ["engine.cached.max_batch=12", "engine.cached.max_cached_tokens=8192"],
-    "lean_no_recompute": [
-        "update.fused_head=true",
-        "update.micro_batch_size=1",
-        "optim.state_dtype=bfloat16",
-        "engine.cached.max_batch=12",
-        "engine.cached.max_cached_tokens=8192",
-    ],
+    "micro_batch_1": [MB1],
+    "bounded_engine": BOUNDED_ENGINE,
+    "lean_no_recompute": [*LEAN, MB1],
     # only the MLPs recomputed: the shared-prefix update stays on (agentrl/trainer/recompute.py)
-    "recompute_mlp": ["update.recompute_mlp=true"],
-    "lean_mlp": [
-        "update.fused_head=true",
-        "update.recompute_mlp=true",
-        "optim.state_dtype=bfloat16",
-        "engine.cached.max_batch=12",
-        "engine.cached.max_cached_tokens=8192",
-    ],
-    "lean_mlp_micro_batch_1": [
-        "update.fused_head=true",
-        "update.recompute_mlp=true",
-        "update.micro_batch_size=1",
-        "optim.state_dtype=bfloat16",
-        "engine.cached.max_batch=12",
-        "engine.cached.max_cached_tokens=8192",
-    ],
+    "recompute_mlp": [MLP],
+    "lean_mlp": [*LEAN, MLP],
+    "lean_mlp_micro_batch_1": [*LEAN, MLP, MB1],
     # the pages the allocator keeps free not given back to the system (update.return_free_memory is on by
     # default since e78f57c's run: bench/results/memory_calc-chain_returned.json)
     "pages_kept": ["update.return_free_memory=false"],
     # every decoder layer recomputed, one sample per micro batch: one sample per micro batch already loses the
     # shared prefix that full checkpointing turns off, so the recomputation is the only cost left
-    "lean_checkpointing_micro_batch_1": [
-        "update.fused_head=true",
-        "update.activation_checkpointing=true",
-        "update.micro_batch_size=1",
-        "optim.state_dtype=bfloat16",
-        "engine.cached.max_batch=12",
-        "engine.cached.max_cached_tokens=8192",
-    ],
+    "lean_checkpointing_micro_batch_1": [*LEAN, LAYERS, MB1],
     # activations in bf16: the forward passes under CPU bf16 autocast (update.autocast_bf16; only where
     # the CPU multiplies bf16 natively), alone and with the lean settings at two and one samples a micro batch
-    "autocast_bf16": ["update.autocast_bf16=true"],
-    "lean_mlp_bf16": [
-        "update.autocast_bf16=true",
-        "update.fused_head=true",
-        "update.recompute_mlp=true",
-        "optim.state_dtype=bfloat16",
-        "engine.cached.max_batch=12",
-        "engine.cached.max_cached_tokens=8192",
-    ],
-    "lean_mlp_micro_batch_1_bf16": [
-        "update.autocast_bf16=true",
-        "update.fused_head=true",
-        "update.recompute_mlp=true",
-        "update.micro_batch_size=1",
-        "optim.state_dtype=bfloat16",
-        "engine.cached.max_batch=12",
-        "engine.cached.max_cached_tokens=8192",
-    ],
+    "autocast_bf16": [AUTOCAST],
+    "lean_mlp_bf16": [AUTOCAST, *LEAN, MLP],
+    "lean_mlp_micro_batch_1_bf16": [AUTOCAST, *LEAN, MLP, MB1],
 }
 QUICK = ["train.tasks_per_step=1", "train.group_size=2", "rollout.max_turns=4"]
 PARAMETERS_135M = 134_515_008  # SmolLM2-135M-Instruct's parameter count (tied embeddings counted once)
