@@ -337,8 +337,9 @@ async def update_step(
     learner: Learner, samples: list[TrainSample] | None, weights_out: WeightsOut
 ) -> UpdateResult:
     """Phase 2 on every rank: rank 0's `samples` to all ranks (the others pass None), the update in a worker
-    thread, then the weights out. Returns the update's result, its metrics with `update_s` and the sync
-    times."""
+    thread, then the weights out; with `update.return_free_memory` the allocator's free pages go back to the
+    system after the engine's release and after the update. Returns the update's result, its metrics with
+    `update_s` and the sync times."""
     started = time.perf_counter()
     shared = await distributed.off_loop(distributed.broadcast, samples, learner.parallel)
     returning = learner.config.update.return_free_memory
