@@ -555,7 +555,7 @@ def statistic_line(item: Mapping[str, Any]) -> str:
             )
         return (
             f"{item['arm']} vs the base{on} at {where} (T={base['temperature']:g}, {base['value']:.3f}): "
-            f"{item['mean']:.3f} [{item['band'][0]:.3f}, {item['band'][1]:.3f}] over {len(item['values'])} "
+            f"{item['mean']:.3f} {band_words(item['band'], len(item['values']))} over {len(item['values'])} "
             f"runs, {verdict}{left_out}"
         )
     if item["kind"] == "change":
@@ -563,7 +563,7 @@ def statistic_line(item: Mapping[str, Any]) -> str:
     if item["kind"] == "paired":
         return (
             f"{item['arm']} minus {item['other']}{on}, paired by seed ({len(item['seeds'])}): "
-            f"{item['difference']:+.3f} [{item['band'][0]:+.3f}, {item['band'][1]:+.3f}]"
+            f"{item['difference']:+.3f} {band_words(item['band'], len(item['seeds']), '+', 'seed')}"
         )
     if item["kind"] == "collapse_rate":
         base = item["base_decoding"]
@@ -585,6 +585,14 @@ def statistic_line(item: Mapping[str, Any]) -> str:
             found = item[arm]
             parts.append(f"{arm} {found['mean_lower_bound']:.0f} ({found['censored']} censored)")
     return f"env steps to {item['threshold']:g}: " + ", ".join(parts)
+
+
+def band_words(band: Sequence[float], count: int, sign: str = "", unit: str = "run") -> str:
+    """A 95% band as `[low, high]`, or that there is none when it rests on one value (one `unit`: its
+    width is zero there, which would read as certainty)."""
+    if count < 2:
+        return f"(one {unit}: no band)"
+    return f"[{band[0]:{sign}.3f}, {band[1]:{sign}.3f}]"
 
 
 def change_line(item: Mapping[str, Any], on: str) -> str:

@@ -134,7 +134,8 @@ def test_the_summary_keeps_every_run_and_computes_the_named_statistics(tmp_path:
     assert [point["mean"] for point in curve] == pytest.approx([0.2, 0.25, 0.2])
     shown = table(summary)
     assert "gigpo-seed1 | | not started" in shown and "grpo-seed1 | 100 | 0.000" in shown
-    assert "gigpo minus grpo, paired by seed (1): +0.300" in shown
+    assert "gigpo minus grpo, paired by seed (1): +0.300 (one seed: no band)" in shown
+    assert "over 1 runs" in shown and "0.800 (one run: no band) over 1 runs" in shown
 
 
 def test_the_example_study_of_docs_studies_md_is_well_posed(tmp_path: Path) -> None:
