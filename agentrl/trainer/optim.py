@@ -15,6 +15,7 @@ import torch
 
 from agentrl.trainer.bf16_adamw import BF16StateAdamW
 from agentrl.trainer.configs import OptimConfig
+from agentrl.trainer.peak_memory import sub_phase
 
 
 def make_optimizer(
@@ -54,11 +55,12 @@ def clip_and_step(
     grad_clip: float,
 ) -> float:
     """Clip the accumulated gradients to norm `grad_clip` (<= 0: no clipping), step the optimiser and the
-    schedule; return the gradient norm before clipping."""
-    params = [param for param in model.parameters() if param.grad is not None]
-    max_norm = grad_clip if grad_clip > 0 else float("inf")
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
-    optimizer.step()
-    scheduler.step()
+    schedule; return the gradient norm before clipping. Its memory is the `update_optimizer` phase."""
+    with sub_phase("update_optimizer"):
+        params = [param for param in model.parameters() if param.grad is not None]
+        max_norm = grad_clip if grad_clip > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
+        optimizer.step()
+        scheduler.step()
     full = getattr(grad_norm, "full_tensor", None)  # a DTensor under FSDP2
     return float((full() if full is not None else grad_norm).item())

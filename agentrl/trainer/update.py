@@ -172,9 +172,7 @@ def ppo_update_and_logprobs(
                 if not first or loss_cfg.tis_cap > 0:
                     step_metrics = {k: v for k, v in step_metrics.items() if not k.startswith("sampler_")}
                 tally.add(step_metrics)
-                with sub_phase("update_optimizer"):
-                    grad_norm = clip_and_step(model, optimizer, scheduler, grad_clip)
-                tally.add({"grad_norm": grad_norm}, weight=1.0)
+                tally.add({"grad_norm": clip_and_step(model, optimizer, scheduler, grad_clip)}, weight=1.0)
     finally:
         model.eval()
     means = tally.means()
@@ -324,8 +322,7 @@ def loss_step(
         metrics, _ = _mini_batch_step(
             model, optimizer, samples, pad_id, loss_cfg, update_cfg, None, 1.0, parallel, micro_loss
         )
-        with sub_phase("update_optimizer"):
-            grad_norm = clip_and_step(model, optimizer, scheduler, grad_clip)
+        grad_norm = clip_and_step(model, optimizer, scheduler, grad_clip)
     finally:
         model.eval()
     tokens = float(sum(sample.num_sampled_tokens for sample in samples))
