@@ -3,7 +3,9 @@
 What this is: `summarise` (pure: records in, the summary out: per-arm mean curves with 95% bands over seeds
 and each pre-named statistic, `agentrl.study.spec.Statistic`), `table` (the Markdown a page includes),
 `report` (writes `results/summary.json`, `results/table.md`, `results/curves.png` (each arm's mean with its
-band) and `results/seeds.png` (a panel per arm, a line per seed), and rewrites the
+band), `results/seeds.png` (a panel per arm, a line per seed), `results/metrics/<run>.jsonl` (each training
+run's metrics, copied from the uncommitted `runs/`) and `results/training.png` (their training reward, a
+line per seed), and rewrites the
 `<!-- study:NAME:start -->` ... `<!-- study:NAME:end -->` block of each page it is given, and the shorter
 `<!-- study:NAME:headline:start -->` block, `headline`, of each README-like page). Every run counts:
 a collapsed run is in every mean and band, and a run not finished yet is listed as such, never left out
@@ -675,9 +677,13 @@ def seed_lines(summary: Mapping[str, Any]) -> dict[str, dict[str, list[tuple[flo
 
 
 def plot_seeds(
-    lines: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]], path: Path, title: str, ylabel: str
+    lines: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]],
+    path: Path,
+    title: str,
+    ylabel: str,
+    unit_range: bool = True,
 ) -> None:
-    """One panel per arm, one line per run (a seed), on shared axes."""
+    """One panel per arm, one line per run (a seed), on shared axes (from 0 to 1 where `unit_range`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -692,7 +698,8 @@ def plot_seeds(
         for name, curve in (lines.get(arm) or {}).items():
             panel.plot([x for x, _ in curve], [y for _, y in curve], marker="o", linewidth=1, label=name)
         panel.set_title(arm, fontsize=9)
-        panel.set_ylim(-0.02, 1.02)
+        if unit_range:
+            panel.set_ylim(-0.02, 1.02)
         panel.set_xlabel("environment steps", fontsize=8)
         panel.set_ylabel(ylabel, fontsize=8)
         if lines.get(arm):
@@ -704,6 +711,44 @@ def plot_seeds(
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def copy_training_metrics(layout: Layout) -> dict[str, Path]:
+    """Copy each training run's `metrics.jsonl` (an arm's seed, a reference's steps; not an evaluation's)
+    from the uncommitted `runs/` into `results/metrics/<run>.jsonl`, so the figures a page quotes from a
+    run's training are committed; the copies by run name."""
+    copied: dict[str, Path] = {}
+    prefix = f"{layout.name}-"
+    for run_dir in sorted(layout.train_runs.glob(f"{prefix}*")):
+        name = run_dir.name[len(prefix) :]
+        source = run_dir / "metrics.jsonl"
+        if "-eval-" in name or not source.is_file():
+            continue
+        target = layout.results / "metrics" / f"{name}.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+        copied[name] = target
+    return copied
+
+
+def training_lines(
+    summary: Mapping[str, Any], metrics: Mapping[str, Path], key: str = "reward_mean"
+) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per arm, per run with a copied metrics file: `key` of each training step against the env steps
+    played by its end (steps that logged neither are left out)."""
+    lines: dict[str, dict[str, list[tuple[float, float]]]] = {
+        arm: {} for arm in summary.get("finished") or {}
+    }
+    for name, record in summary["runs"].items():
+        if not record or record.get("arm") not in lines or name not in metrics:
+            continue
+        rows = [json.loads(line) for line in metrics[name].read_text().splitlines() if line.strip()]
+        lines[record["arm"]][name] = [
+            (float(row["env_steps_total"]), float(row[key]))
+            for row in rows
+            if row.get("env_steps_total") is not None and row.get(key) is not None
+        ]
+    return lines
 
 
 def headline(summary: Mapping[str, Any], name: str, width: int = 110) -> str:
@@ -750,6 +795,13 @@ def report(layout: Layout, pages: Sequence[Path] = (), headlines: Sequence[Path]
         layout.results / "seeds.png",
         spec.title or layout.name,
         spec.metric.replace("_", " "),
+    )
+    plot_seeds(
+        training_lines(summary, copy_training_metrics(layout)),
+        layout.results / "training.png",
+        f"{spec.title or layout.name}: training reward",
+        "mean training reward",
+        unit_range=False,
     )
     for page in pages:
         write_block(page, layout.name, made)

@@ -24,9 +24,11 @@ was not answered right with what its turns show (a part can carry several labels
 Every part, right or not, also gets its first call scored apart from whether it parsed and whether it was
 submitted (issue 53): `parses` (the part's first turn is a well-formed tool call), `expression` (its first
 python call's first arithmetic expression: `right` when its value is the part's answer,
-`operands_misordered` when it uses the task's numbers but another order or operator, `wrong_operands`,
+`operands_misordered` when it uses the task's numbers but another order or operator, `term_dropped` when
+its numbers are some of the task's and no others (a product left out), `wrong_operands` (any other number),
 `not_arithmetic` when the code holds no expression of integers, `no_python` when the part made no python
-call), `submitted` and `right`.
+call), `submitted` and `right`. `by_level` counts parts, right parts and first-expression labels per
+problem level (calc-chain-s4m mixes level 3, two products, and level 4, three).
 
 With `--study NAME` nothing is played: the held-out evaluations that `agentrl study run` stored (the final
 ones of each run and the base, on `--set` at `--temperature`, sampler seed 0) are read from the study's
@@ -133,7 +135,14 @@ def part_labels(turns: Sequence[Turn], answer: str, earlier: Sequence[str]) -> l
     return labels or ["wrong_other"]
 
 
-FIRST_CALL = ("right", "operands_misordered", "wrong_operands", "not_arithmetic", "no_python")
+FIRST_CALL = (
+    "right",
+    "operands_misordered",
+    "term_dropped",
+    "wrong_operands",
+    "not_arithmetic",
+    "no_python",
+)
 
 
 def first_call(turns: Sequence[Turn], expression: str, answer: str) -> dict[str, Any]:
@@ -157,8 +166,12 @@ def expression_label(code: str, expression: str, answer: str) -> str:
     if value is not None and str(value) == answer.strip():
         return "right"
     wanted = first_arithmetic(expression)
-    same = wanted is not None and sorted(integers(found)) == sorted(integers(wanted))
-    return "operands_misordered" if same else "wrong_operands"
+    if wanted is None:
+        return "wrong_operands"
+    used, asked = Counter(integers(found)), Counter(integers(wanted))
+    if used == asked:
+        return "operands_misordered"
+    return "term_dropped" if not used - asked else "wrong_operands"
 
 
 def first_arithmetic(code: str) -> ast.expr | None:
@@ -207,6 +220,7 @@ def analyse(
     right = [0] * parts
     labels: list[Counter[str]] = [Counter() for _ in range(parts)]
     by_form: dict[str, Counter[str]] = {}
+    by_level: dict[str, Counter[str]] = {}
     scored: list[Counter[str]] = [Counter() for _ in range(parts)]
     examples: list[dict[str, Any]] = []
     played = 0
@@ -223,10 +237,13 @@ def analyse(
             )
             form = (task.get("forms") or ["?"] * parts)[part]
             counts = by_form.setdefault(form, Counter())
+            level = by_level.setdefault(str((task.get("levels") or ["?"] * parts)[part]), Counter())
             counts["parts"] += 1
+            level.update(["parts", f"expression_{score['expression']}"])
             if any(turn.info.get("part_correct") is True for turn in turns):
                 right[part] += 1
                 counts["right"] += 1
+                level["right"] += 1
                 continue
             found = part_labels(turns, task["answers"][part], task["answers"][:part])
             labels[part].update(found)
@@ -247,6 +264,7 @@ def analyse(
         "failure_labels_by_part": [dict(counter) for counter in labels],
         "failures_by_part": [played - count for count in right],
         "by_form": {form: dict(counter) for form, counter in sorted(by_form.items())},
+        "by_level": {level: dict(counter) for level, counter in sorted(by_level.items())},
         "first_call_by_part": [first_call_shares(counter, played) for counter in scored],
         "examples": examples,
     }
@@ -293,7 +311,8 @@ def stored_episode(row: Mapping[str, Any]) -> Stored:
 def study_failures(name: str, held_out: str, temperature: float, root: Path = ROOT) -> dict[str, Any]:
     """Each run's final evaluation (and the base's) on held-out set `held_out` ("" the main one) at
     `temperature`, sampler seed 0, read from study `name`'s store and labelled; a run not evaluated there
-    yet is listed as missing. `root`: the checkout whose `studies/` holds it."""
+    yet, or whose evaluation has not stored an episode of every task (it is still playing), is listed as
+    missing. `root`: the checkout whose `studies/` holds it."""
     from agentrl.store.repository import close_store, list_runs, load_episodes, open_store
     from agentrl.study.runner import Layout, planned_runs
     from agentrl.study.spec import STUDIES_DIR, load_spec
@@ -317,11 +336,11 @@ def study_failures(name: str, held_out: str, temperature: float, root: Path = RO
         for planned in planned_runs(spec):
             prefix = f"{name}-{planned.name}-eval-{held_out or 'main'}-T{temperature:g}-s0-k1-"
             run = next((row for row in stored if str(row["name"]).startswith(prefix)), None)
-            if run is None:
-                found[planned.name] = None
-                continue
-            rows = [row for row in load_episodes(store, run["id"]) if row["split"] == "eval"]
-            found[planned.name] = analyse([stored_episode(row) for row in rows], tasks, parts)
+            rows = [] if run is None else load_episodes(store, run["id"])
+            rows = [row for row in rows if row["split"] == "eval"]
+            finished = len({row["task_id"] for row in rows}) >= len(tasks)  # not one still playing
+            episodes = [stored_episode(row) for row in rows]
+            found[planned.name] = analyse(episodes, tasks, parts) if finished else None
     finally:
         close_store(store)
     labelled = {"study": name, "set": held_out, "temperature": temperature, "parts": parts, "runs": found}
@@ -335,6 +354,7 @@ TABLE_COLUMNS = (
     ("submitted", "submitted"),
     ("expression_right", "first expression right"),
     ("expression_operands_misordered", "operands misordered"),
+    ("expression_term_dropped", "a term left out"),
     ("expression_wrong_operands", "wrong operands"),
     ("expression_not_arithmetic", "no arithmetic"),
     ("expression_no_python", "no python call"),
@@ -354,7 +374,7 @@ def group_shares(runs: Mapping[str, Mapping[str, Any] | None], members: Sequence
     """A group's first-call shares: per run the mean over parts of `first_call_by_part`, then the mean over
     the group's labelled runs (every labelled run counts, a collapsed one too; an unlabelled one is left out
     and counted apart)."""
-    labelled = [runs[name] for name in members if runs.get(name)]
+    labelled = [found for name in members if (found := runs.get(name))]
     per_run = [
         {key: sum(part[key] for part in found["first_call_by_part"]) / len(found["first_call_by_part"])
          for key, _ in TABLE_COLUMNS}

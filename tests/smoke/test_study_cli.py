@@ -183,6 +183,10 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     assert table.strip() in page.read_text() and page.read_text().endswith(f"{end}\nafter\n")
     assert "| sft (reference: SFT on 2 demonstrations) |" in table
     assert (folder / "results" / "seeds.png").stat().st_size > 0
+    assert (folder / "results" / "training.png").stat().st_size > 0
+    assert {path.stem for path in (folder / "results" / "metrics").glob("*.jsonl")} >= {
+        f"{arm}-seed{seed}" for arm in ("grpo", "gigpo") for seed in (0, 1)
+    }
     assert "4 of 4 trained runs finished.\n- gigpo minus grpo" in readme.read_text()
     commits = {commit for record in summary["runs"].values() for commit in record["commits"]}
     assert len(commits) == 1 and table.rstrip().endswith(f"one code commit, {next(iter(commits))[:12]}.")

@@ -74,6 +74,9 @@ def test_the_first_calls_expression_is_scored_by_its_value_then_its_operands() -
     assert scored("print(134 * 96 - 222 * 28)") == "operands_misordered"  # the reversed subtraction
     assert scored("print(222 * 28 + 134 * 96)") == "operands_misordered"
     assert scored("print(222 * 29 - 134 * 96)") == "wrong_operands"
+    three = "423 * 59 - 564 * 68 - 654 * 74"  # a depot chain: middle product left out, then one added
+    assert scored("print(423 * 59 - 654 * 74)", "-61791", three) == "term_dropped"
+    assert scored("print(423 * 59 - 654 * 74 - 4)", "-61791", three) == "wrong_operands"
     assert scored("print(222 * 28 - ") == "not_arithmetic" and scored("print(total)") == "not_arithmetic"
 
 
@@ -144,5 +147,6 @@ def test_the_failure_table_groups_each_arm_over_its_seeds_and_counts_unlabelled_
     assert group_shares(runs, groups["gigpo"]) == {"runs": 0, "not_labelled": 1, "shares": {}}
     table = failure_table({"set": "heldout-256", "temperature": 0.0, "runs": runs}, groups)
     assert table.startswith("Each part's first call, on heldout-256 at T=0")
-    assert "| base | 1 of 1 | 0.300 | 0.000 | 0.000 | 0.400 | 0.200 | 0.400 | 0.000 | 0.000 |" in table
+    row = "| base | 1 of 1 | 0.300 | 0.000 | 0.000 | 0.400 | 0.200 | 0.000 | 0.400 | 0.000 | 0.000 |"
+    assert row in table
     assert "| gigpo | 0 of 1 |" in table and "| grpo | 2 of 2 | 0.300 |" in table

@@ -8,14 +8,24 @@ the check of the calc demo's converted study against its old table (tests/unit/t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from agentrl.study.report import mean_curve, plot, plot_seeds, seed_lines, summarise, table
-from agentrl.study.runner import done_text
+from agentrl.study.report import (
+    copy_training_metrics,
+    mean_curve,
+    plot,
+    plot_seeds,
+    seed_lines,
+    summarise,
+    table,
+    training_lines,
+)
+from agentrl.study.runner import Layout, done_text
 from agentrl.study.spec import load_spec
 from agentrl.study.stats import band, sign_test_p
 
@@ -153,3 +163,26 @@ def test_the_seeds_plot_leaves_out_a_point_without_env_steps(tmp_path: Path) -> 
     assert lines["grpo-seed0"] == [(0.0, 0.25)] and lines["grpo-seed1"] == [(0.0, 0.25), (300.0, 0.5)]
     plot_seeds({"grpo": lines}, tmp_path / "seeds.png", "title", "success rate")
     assert (tmp_path / "seeds.png").stat().st_size > 0
+
+
+def test_each_training_runs_metrics_are_copied_to_results_and_drawn_per_seed(tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "tiny")
+    rows = [
+        {"step": 1, "reward_mean": 1.0, "env_steps_total": 200.0},
+        {"step": 2, "reward_mean": 2.5, "env_steps_total": 410.0},
+        {"step": 3, "loss": 0.1},  # a step that logged neither: not drawn
+    ]
+    for name in ("tiny-grpo-seed0", "tiny-grpo-seed0-eval-main-T0-s0-k1-1", "tiny-sft-sft"):
+        (layout.train_runs / name).mkdir(parents=True)
+        (layout.train_runs / name / "metrics.jsonl").write_text("".join(f"{json.dumps(r)}\n" for r in rows))
+    (layout.train_runs / "tiny-grpo-seed1").mkdir()  # started, no step logged yet: nothing to copy
+    copied = copy_training_metrics(layout)
+    assert sorted(copied) == ["grpo-seed0", "sft-sft"]  # an evaluation's metrics are not a training run's
+    assert copied["grpo-seed0"] == layout.results / "metrics" / "grpo-seed0.jsonl"
+    source = layout.train_runs / "tiny-grpo-seed0" / "metrics.jsonl"
+    assert copied["grpo-seed0"].read_text() == source.read_text()
+    runs = {"grpo-seed0": trained(0, "1110", None), "grpo-seed1": trained(1, "1100", None)}
+    lines = training_lines(summary(tmp_path, runs), copied)
+    assert lines == {"grpo": {"grpo-seed0": [(200.0, 1.0), (410.0, 2.5)]}}
+    plot_seeds(lines, tmp_path / "training.png", "title", "reward", unit_range=False)
+    assert (tmp_path / "training.png").stat().st_size > 0
