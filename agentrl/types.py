@@ -202,6 +202,9 @@ class StepBatch:
                                    for none; None for a flat batch (no episode has a parent)
     branch_step: [E] int or None   the first step an episode does not share with its parent (0 for roots);
                                    steps 0..branch_step-1 and states 0..branch_step are copies of the parent's
+    boundary:    [S] bool or None  True on a step after which the episode moves to its next part (the env's
+                                   `info["context_reset"]`): a part's returns may stop there (GiGPO's
+                                   `step_return="part"`); None when the records did not say
 
     Derived once, when the batch is built (so every estimator works on integers only):
     state_codes:  [S + E] int  `intern_keys(states)`
@@ -224,6 +227,7 @@ class StepBatch:
     reward_components: np.ndarray | None = None
     parent: np.ndarray | None = None
     branch_step: np.ndarray | None = None
+    boundary: np.ndarray | None = None
     state_codes: np.ndarray = field(init=False, repr=False, compare=False)
     action_codes: np.ndarray | None = field(init=False, repr=False, compare=False)
     origin: np.ndarray = field(init=False, repr=False, compare=False)

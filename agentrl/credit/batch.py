@@ -19,9 +19,12 @@ import numpy as np
 from agentrl.errors import ConfigError
 from agentrl.types import Episode, StepBatch, Turn, copy_origins
 
+CONTEXT_RESET = "context_reset"  # `agentrl.env.core.INFO_CONTEXT_RESET`: credit does not import the env layer
+
 
 def episodes_to_batch(episodes: Sequence[Episode]) -> StepBatch:
-    """One row per turn; group = episode.group_id, states = episode.state_keys, valid = not turn.invalid.
+    """One row per turn; group = episode.group_id, states = episode.state_keys, valid = not turn.invalid,
+    boundaries = the turns whose info has `context_reset` True (the env's part boundaries).
 
     answer_probs = the turns' `answer_prob` (IGPO) when every turn of every episode has one, else None.
     Tree links: an episode whose `parent_id` names another episode of the batch becomes a record with
@@ -37,6 +40,7 @@ def episodes_to_batch(episodes: Sequence[Episode]) -> StepBatch:
             "rewards": [turn.reward for turn in episode.turns],
             "valid": [not turn.invalid for turn in episode.turns],
             "actions": [action_key(turn) for turn in episode.turns],
+            "boundaries": [bool(turn.info.get(CONTEXT_RESET, False)) for turn in episode.turns],
             **({"answer_probs": [turn.answer_prob for turn in episode.turns]} if with_probs else {}),
             **(
                 {"parent": index_of[episode.parent_id], "branch_turn": episode.branch_turn or 0}
@@ -90,6 +94,9 @@ def records_to_batch(records: Sequence[Mapping[str, Any]]) -> StepBatch:
         reward_components=_optional_array(records, "reward_components"),
         parent=parent,
         branch_step=branch_step,
+        boundary=np.array(_concat(records, "boundaries"), dtype=bool)
+        if _all_have(records, "boundaries")
+        else None,
     )
 
 
@@ -119,7 +126,7 @@ def _check_record(index: int, record: Mapping[str, Any]) -> None:
             f"record {index}: states must have len(rewards) + 1 = {steps + 1} entries "
             f"(the state before each step, then the final one), got {len(record['states'])}"
         )
-    for key in ("valid", "actions", "answer_probs", "reward_components"):
+    for key in ("valid", "actions", "answer_probs", "reward_components", "boundaries"):
         if key in record and len(record[key]) != steps:
             raise ConfigError(
                 f"record {index}: {key} must have one entry per step ({steps}), got {len(record[key])}"

@@ -39,35 +39,44 @@ def episode_returns(batch: StepBatch, rewards: np.ndarray) -> np.ndarray:
     return np.bincount(batch.episode, weights=rewards, minlength=batch.num_episodes).astype(np.float64)
 
 
-def discounted_returns(batch: StepBatch, rewards: np.ndarray, gamma: float) -> np.ndarray:
-    """[S] float: R_t = sum_{k>=t} gamma^(k-t) rewards[k] within each episode.
+def discounted_returns(
+    batch: StepBatch, rewards: np.ndarray, gamma: float, stop: np.ndarray | None = None
+) -> np.ndarray:
+    """[S] float: R_t = sum_{k>=t} gamma^(k-t) rewards[k] within each episode; with `stop` ([S] bool) the
+    sum also ends at the first step k >= t where stop[k] is True (R_t = r_t + gamma * R_{t+1}, the second
+    term dropped after a stop step: a part's return, `StepBatch.boundary`).
 
-    A reverse scan over time steps, vectorised across episodes: R_t = r_t + gamma * R_{t+1}. Exact for any
-    gamma (no gamma^-t rescaling that would overflow on long episodes). The scan runs over a zero-padded
-    [T_max, E] table when that is at most a few times larger than the batch, else over the flat rows.
+    A reverse scan over time steps, vectorised across episodes. Exact for any gamma (no gamma^-t rescaling
+    that would overflow on long episodes). The scan runs over a zero-padded [T_max, E] table when that is at
+    most a few times larger than the batch, else over the flat rows.
     """
     returns = np.asarray(rewards, dtype=np.float64).copy()
     if batch.num_steps == 0:
         return returns
+    carry = np.full(batch.num_steps, gamma) if stop is None else np.where(np.asarray(stop, bool), 0.0, gamma)
     lengths = batch.lengths
     longest = int(lengths.max())
     if longest * batch.num_episodes <= 4 * batch.num_steps + 1024:
-        return _padded_returns(batch, returns, longest, gamma)
+        return _padded_returns(batch, returns, carry, longest)
     offsets = episode_offsets(batch)
     for t in range(longest - 2, -1, -1):
         rows = offsets[lengths > t + 1] + t
-        returns[rows] += gamma * returns[rows + 1]
+        returns[rows] += carry[rows] * returns[rows + 1]
     return returns
 
 
-def _padded_returns(batch: StepBatch, rewards: np.ndarray, longest: int, gamma: float) -> np.ndarray:
-    """The reverse scan on a [T_max + 1, E] table whose padding (after each episode's end) stays 0."""
+def _padded_returns(batch: StepBatch, rewards: np.ndarray, carry: np.ndarray, longest: int) -> np.ndarray:
+    """The reverse scan on a [T_max + 1, E] table whose padding (after each episode's end) stays 0; `carry`
+    [S] the factor each step's return takes of the next one's."""
     cells = batch.step * batch.num_episodes + batch.episode
     flat = np.zeros((longest + 1) * batch.num_episodes)
     flat[cells] = rewards
+    factors = np.zeros_like(flat)
+    factors[cells] = carry
     table = flat.reshape(longest + 1, batch.num_episodes)  # a view: the scan writes through to `flat`
+    kept = factors.reshape(longest + 1, batch.num_episodes)
     for t in range(longest - 2, -1, -1):
-        table[t] += gamma * table[t + 1]
+        table[t] += kept[t] * table[t + 1]
     return flat[cells]
 
 

@@ -4,6 +4,12 @@
     A^E(i)   = normalise(R_i over the task group)      — the GRPO term, with `mode` and `episode_stats`
     A^S(i,t) = normalise(R_t over the anchor group)    — R_t = sum_k gamma^(k-t) r_k  (paper eqs. 5-6)
 
+With `step_return="part"` the sum for R_t stops at the end of step t's part (an env boundary, `info[
+"context_reset"]`): on a multi-part task whose parts are independent questions, gamma 1 then gives every
+step of a part the part's own reward as its return, including the steps before the one the env pays on
+(calc pays a part on its submit turn; with `gamma=0` the python call that chose the operands would have
+R_t = 0 in every episode and no step term, docs/credit_study.md part 4).
+
 An anchor group is every step of one task group taken in exactly the same state key, repeated visits within
 one episode included (docs/credit.md, "GiGPO"). Singleton and all-equal anchor groups give A^S = 0. A `None`
 state key never anchors (see `segments.py`).
@@ -53,12 +59,18 @@ from agentrl.credit.tree import merge_shared
 from agentrl.errors import ConfigError
 from agentrl.types import StepBatch
 
+STEP_RETURNS = ("episode", "part")
+
 
 @dataclass(frozen=True)
 class GiGPOConfig:
     """Options of GiGPO.
 
     gamma:                discount of the step returns R_t used in the anchor-group term.
+    step_return:          "episode" (the paper's): R_t sums the rewards to the episode's end; "part": to the
+                          end of the step's part (`StepBatch.boundary`, the env's `context_reset` steps), so
+                          with gamma 1 every step of a part has that part's own return, wherever in the
+                          part the env pays it.
     step_weight:          omega, the weight of the step term (0 gives GRPO with the same `mode`).
     mode:                 "mean_norm" centres; "mean_std_norm" also divides by the unbiased std + 1e-6.
     episode_stats:        "trajectory" or "steps" for the episode term (see `common.episode_advantages`).
@@ -68,6 +80,7 @@ class GiGPOConfig:
     """
 
     gamma: float = 0.95
+    step_return: Literal["episode", "part"] = "episode"
     step_weight: float = 1.0
     mode: Literal["mean_norm", "mean_std_norm"] = "mean_norm"
     episode_stats: Literal["trajectory", "steps"] = "trajectory"
@@ -78,6 +91,7 @@ class GiGPOConfig:
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, NORM_MODES)
         check_choice("episode_stats", self.episode_stats, EPISODE_STATS)
+        check_choice("step_return", self.step_return, STEP_RETURNS)
         if not 0.0 <= self.gamma <= 1.0:
             raise ConfigError(f"credit gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 <= self.similarity_threshold <= 1.0:
@@ -93,7 +107,9 @@ def gigpo(batch: StepBatch, config: GiGPOConfig) -> np.ndarray:
     if config.step_weight == 0.0:
         return episode_term
     # R_t = sum_k gamma^(k-t) r_k (paper eq. 5), then one value per decision node (a tree's shared steps)
-    step_returns = merge_shared(discounted_returns(batch, rewards, config.gamma), batch)
+    step_returns = merge_shared(
+        discounted_returns(batch, rewards, config.gamma, part_stops(batch, config)), batch
+    )
     anchors = similarity_anchor_ids(batch, config.similarity_threshold) if config.similarity_anchors else None
     anchors = anchor_ids(batch) if anchors is None else anchors
     if not batch.is_tree:
@@ -104,6 +120,19 @@ def gigpo(batch: StepBatch, config: GiGPOConfig) -> np.ndarray:
         step_term[originals] = group_normalise(step_returns[originals], anchors[originals], config.mode)
         step_term = step_term[batch.origin]
     return episode_term + config.step_weight * step_term
+
+
+def part_stops(batch: StepBatch, config: GiGPOConfig) -> np.ndarray | None:
+    """The steps a return stops after: None for `step_return="episode"`, else the batch's part boundaries
+    (a batch built from records without "boundaries" stops here with what to add)."""
+    if config.step_return == "episode":
+        return None
+    if batch.boundary is None:
+        raise ConfigError(
+            'credit.options.step_return="part" needs each step\'s part boundary: give every record '
+            '"boundaries" (one bool per step, True where the next part starts), or use "episode"'
+        )
+    return batch.boundary
 
 
 def anchor_ids(batch: StepBatch) -> np.ndarray:

@@ -139,3 +139,33 @@ def test_selected_from_the_run_config() -> None:
     batch = records_to_batch(EXAMPLE_G1)
     advantages = estimate(config.credit.estimator, batch, **dict(config.credit.options))
     assert advantages.tolist() == pytest.approx(sum(estimate_records("gigpo", EXAMPLE_G1), []))
+
+
+# Two-part episodes (python call, then submit) with a fresh window per part: both parts start in a state the
+# group shares (S1, S2), and the env pays a part on its submit turn (steps 1 and 3). Ep1 gets part 1 right,
+# Ep2 part 2; both return 1, so the episode term is 0 and only the step term can credit anything.
+TWO_PARTS = [
+    episode(["S1", "x1", "S2", "y1", "E1"], [0.0, 1.0, 0.0, 0.0], boundaries=[False, True, False, False]),
+    episode(["S1", "x2", "S2", "y2", "E2"], [0.0, 0.0, 0.0, 1.0], boundaries=[False, True, False, False]),
+]
+
+
+def test_a_parts_return_credits_the_call_before_the_paid_turn() -> None:
+    by_part = estimate_records("gigpo", TWO_PARTS, gamma=1.0, step_return="part")
+    # R_t per part: Ep1 [1, 1, 0, 0], Ep2 [0, 0, 1, 1]; anchors S1 {1, 0} and S2 {0, 1}, mean_norm
+    assert by_part == [pytest.approx([0.5, 0.0, -0.5, 0.0]), pytest.approx([-0.5, 0.0, 0.5, 0.0])]
+    # to the episode's end: R_t Ep1 [1, 1, 0, 0], Ep2 [1, 1, 1, 1]: S1's returns are equal, part 1 uncredited
+    to_end = estimate_records("gigpo", TWO_PARTS, gamma=1.0)
+    assert to_end == [pytest.approx([0.0, 0.0, -0.5, 0.0]), pytest.approx([0.0, 0.0, 0.5, 0.0])]
+    # gamma 0: R_t = r_t, 0 on every python call, so no step term anywhere
+    assert estimate_records("gigpo", TWO_PARTS, gamma=0.0) == [[0.0] * 4, [0.0] * 4]
+
+
+def test_a_parts_return_needs_the_records_boundaries() -> None:
+    plain = [{key: value for key, value in record.items() if key != "boundaries"} for record in TWO_PARTS]
+    with pytest.raises(ConfigError, match="boundaries"):
+        estimate_records("gigpo", plain, step_return="part")
+    with pytest.raises(ConfigError, match="step_return"):
+        estimate_records("gigpo", TWO_PARTS, step_return="turn")
+    with pytest.raises(ConfigError, match="boundaries must have one entry per step"):
+        estimate_records("gigpo", [{**TWO_PARTS[0], "boundaries": [True]}], step_return="part")

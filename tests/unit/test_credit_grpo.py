@@ -116,6 +116,33 @@ def test_discounted_returns_reverse_scan() -> None:
     assert returns.tolist() == pytest.approx([1.0 + 0.25 * 2.0, 1.0, 2.0, 3.0, 0.5, 1.0])
 
 
+def test_returns_stop_after_a_boundary_on_both_scans() -> None:
+    from agentrl.credit import records_to_batch
+
+    batch = records_to_batch([{"group": 0, "states": list("abcd"), "rewards": [1.0, 3.0, 2.0],
+                               "boundaries": [False, True, False]}])  # fmt: skip
+    assert discounted_returns(batch, batch.rewards, 0.5, batch.boundary).tolist() == [2.5, 3.0, 2.0]
+    # the flat-row scan (one long episode among many short ones) against a plain loop
+    rng = np.random.default_rng(0)
+    lengths = [3000, *([1] * 9)]
+    records = [
+        {"group": 0, "states": ["s"] * (n + 1), "rewards": rng.normal(size=n).tolist(),
+         "boundaries": (rng.random(n) < 0.2).tolist()}
+        for n in lengths
+    ]  # fmt: skip
+    batch = records_to_batch(records)
+    assert max(lengths) * len(lengths) > 4 * batch.num_steps + 1024  # so the flat scan runs
+    expected: list[float] = []
+    for record in records:
+        tail = 0.0
+        ours = []
+        for reward, stop in zip(reversed(record["rewards"]), reversed(record["boundaries"]), strict=True):
+            tail = reward + (0.0 if stop else 0.9 * tail)
+            ours.append(tail)
+        expected.extend(reversed(ours))
+    assert discounted_returns(batch, batch.rewards, 0.9, batch.boundary) == pytest.approx(expected)
+
+
 def test_group_normalise_population_std() -> None:
     values = np.array([1.0, 3.0, 5.0])
     out = group_normalise(values, np.zeros(3, dtype=int), "mean_std_norm", unbiased=False)
@@ -138,3 +165,12 @@ def test_episodes_to_batch_round_trip() -> None:
     assert batch.actions is not None and batch.actions[0] == batch.actions[2]
     advantages = split_by_episode(estimate("drgrpo", batch), batch)
     assert advantages == [pytest.approx([0.55, 0.55]), pytest.approx([-0.55])]
+    assert batch.boundary is not None and not batch.boundary.any()  # no env boundary in these turns
+
+
+def test_an_env_boundary_in_a_turns_info_is_the_batchs_part_boundary() -> None:
+    from dataclasses import replace
+
+    turns = (replace(make_turn(0, 1.0), info={"context_reset": True}), make_turn(1, 0.0))
+    batch = episodes_to_batch([Episode("e0", "env", "t", "g", 0, turns, "terminated", "s0")])
+    assert batch.boundary is not None and batch.boundary.tolist() == [True, False]
