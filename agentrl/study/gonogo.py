@@ -19,6 +19,9 @@ Measures (`MEASURES`), read from a variant's record:
   go (`agentrl.study.signal.part_start_signal`);
 - `cosine_gigpo_vs_episode_term`, `cosine_grpo_vs_gigpo`: on the batch, how far GiGPO's step term moves its
   advantages, and how far GiGPO is from GRPO (`agentrl.study.signal.advantage_comparison`);
+- `part_start_step_share`: on the batch, the share of part-start turns (the turn that chooses a part's
+  answer) whose GiGPO step term is not 0: whether step-level credit reaches that turn at all
+  (`agentrl.study.signal.step_term_reach`);
 - `zero_variance_groups`: on the batch, the share of groups whose returns are all equal.
 
 What this is: the spec and its checks, the pure measures and verdict, the runner (one record per variant
@@ -216,6 +219,7 @@ MEASURES: dict[str, tuple[Callable[[Mapping[str, Any]], float | None], str]] = {
     "later_part_signal_share": (batch_value("part_start_signal", "share_with_signal"), "batch"),
     "cosine_gigpo_vs_episode_term": (batch_value("gigpo_episode_term_vs_gigpo", "cosine"), "batch"),
     "cosine_grpo_vs_gigpo": (batch_value("grpo_vs_gigpo", "cosine"), "batch"),
+    "part_start_step_share": (batch_value("part_start_step_term", "share"), "batch"),
     "zero_variance_groups": (batch_value("zero_variance_groups"), "batch"),
 }
 """Each measure's reader and what it reads ("batch" or "decodings")."""

@@ -7,6 +7,8 @@ What this is: pure functions over played episodes (numpy and the credit registry
 - `advantage_comparison`: GRPO's and GiGPO's per-turn advantages on one batch, with each estimator's
   defaults, compared by cosine, Pearson correlation and sign flips, and GiGPO against its own episode term
   alone (`step_weight=0`), so the step term's own contribution shows;
+- `part_start_rows`: which turns of a batch start a part (the turn that chooses a calc part's operands),
+  where `advantage_comparison` counts the turns whose GiGPO step term is not 0;
 - `part_start_signal`: at the first turn of each later part every member of a group is in one state (the
   env's state key is the part index); of those anchor groups, how many have unequal returns to go (the
   part's and later parts' rewards): where step-level credit has something per part to compare.
@@ -108,6 +110,19 @@ def returns_to_go_at_part_starts(episode: Episode, parts: int) -> dict[int, floa
     }
 
 
+def part_start_rows(episodes: Sequence[Episode]) -> np.ndarray:
+    """[S] bool over the episodes' turns in batch order: True on each part's first turn (an episode's first
+    turn, and every turn whose `info["part"]` differs from the turn before)."""
+    rows: list[bool] = []
+    for episode in episodes:
+        previous = None
+        for index, turn in enumerate(episode.turns):
+            part = turn.info.get("part")
+            rows.append(index == 0 or part != previous)
+            previous = part
+    return np.array(rows, dtype=bool)
+
+
 def part_start_signal(episodes: Sequence[Episode], parts: int) -> dict[str, Any]:
     """Of the (group, later part) anchor groups with at least two members, how many have unequal returns to
     go, per part and overall."""
@@ -129,6 +144,18 @@ def part_start_signal(episodes: Sequence[Episode], parts: int) -> dict[str, Any]
         "with_signal": with_signal,
         "share_with_signal": with_signal / len(usable) if usable else 0.0,
         "by_part": per_part,
+    }
+
+
+def step_term_reach(step_term: np.ndarray, starts: np.ndarray) -> dict[str, Any]:
+    """How many of the part-start turns (`starts`) have a step term (GiGPO minus its episode term) that is
+    not 0, and the share; the same over all turns."""
+    moved = np.abs(step_term) > 1e-9
+    return {
+        "turns": int(starts.sum()),
+        "nonzero": int(moved[starts].sum()),
+        "share": float(moved[starts].mean()) if starts.any() else 0.0,
+        "share_of_all_turns": float(moved.mean()) if moved.size else 0.0,
     }
 
 
@@ -157,6 +184,7 @@ def advantage_comparison(
         "gigpo_episode_term_vs_gigpo": compare_advantages(gigpo_episode_term, gigpo),
         "gigpo_options": options,
         "part_start_signal": part_start_signal(usable, parts),
+        "part_start_step_term": step_term_reach(gigpo - gigpo_episode_term, part_start_rows(usable)),
         "advantages": {
             "grpo": [round(float(value), 4) for value in grpo],
             "gigpo": [round(float(value), 4) for value in gigpo],

@@ -5,6 +5,7 @@ the measures read from a record, the verdict under each rule, and the signal mea
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,13 @@ import yaml
 from agentrl.errors import ConfigError
 from agentrl.study.gonogo import borrowed_evaluations, load_gonogo, settled, spec_kind, table, verdict
 from agentrl.study.runner import Layout, write_record
-from agentrl.study.signal import advantage_comparison, compare_advantages, part_start_signal, success_summary
+from agentrl.study.signal import (
+    advantage_comparison,
+    compare_advantages,
+    part_start_rows,
+    part_start_signal,
+    success_summary,
+)
 from agentrl.types import Action, Episode, Turn
 
 GOOD: dict[str, Any] = {
@@ -242,3 +249,29 @@ def test_evaluations_are_borrowed_only_from_the_same_model_on_the_same_held_out_
     )
     with pytest.raises(ConfigError, match="not a study here"):
         borrowed_evaluations(missing, Layout(later), missing.variants[0])
+
+
+def calc_like(group: str, number: int, rights: list[bool]) -> Episode:
+    """Parts of a python call (reward 0, its printout a state of this episode's own) then a paid submit
+    that shows the next part's question (a state every episode of the group reaches): calc's shape."""
+    turns: list[Turn] = []
+    for part, right in enumerate(rights):
+        call = turn(len(turns), part, 0.0)
+        turns.append(replace(call, state_key=f"{group}-{number}-printed-{part}", info={"part": part}))
+        submit = turn(len(turns), part, float(right))
+        info = {"part": part, "part_correct": right, "context_reset": True}
+        turns.append(replace(submit, state_key=f"{group}-question-{part + 1}", info=info))
+    return Episode(
+        episode_id=f"{group}-{number}", env_id="calc", task_id=group, group_id=group, seed=0,
+        turns=tuple(turns), stop_reason="terminated", initial_state_key=f"{group}-question-0",
+    )  # fmt: skip
+
+
+def test_the_step_term_reaches_the_part_starting_call_only_with_a_parts_return() -> None:
+    episodes = [calc_like("g", 0, [True, False]), calc_like("g", 1, [False, True])]
+    assert part_start_rows(episodes).tolist() == [True, False, True, False] * 2
+    per_turn = advantage_comparison(episodes, parts=2, gigpo_options={"gamma": 0.0})["part_start_step_term"]
+    assert per_turn == {"turns": 4, "nonzero": 0, "share": 0.0, "share_of_all_turns": 0.0}
+    by_part = {"gamma": 1.0, "step_return": "part"}
+    reached = advantage_comparison(episodes, parts=2, gigpo_options=by_part)["part_start_step_term"]
+    assert reached == {"turns": 4, "nonzero": 4, "share": 1.0, "share_of_all_turns": 0.5}
