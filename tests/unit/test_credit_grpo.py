@@ -171,6 +171,11 @@ def test_episodes_to_batch_round_trip() -> None:
 def test_an_env_boundary_in_a_turns_info_is_the_batchs_part_boundary() -> None:
     from dataclasses import replace
 
+    from agentrl.credit.batch import CONTEXT_RESET
+    from agentrl.env.core import INFO_CONTEXT_RESET
+
+    assert CONTEXT_RESET == INFO_CONTEXT_RESET  # credit keeps its own copy of the env's key
+
     turns = (replace(make_turn(0, 1.0), info={"context_reset": True}), make_turn(1, 0.0))
     batch = episodes_to_batch([Episode("e0", "env", "t", "g", 0, turns, "terminated", "s0")])
     assert batch.boundary is not None and batch.boundary.tolist() == [True, False]
