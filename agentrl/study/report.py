@@ -683,7 +683,8 @@ def plot_seeds(
     ylabel: str,
     unit_range: bool = True,
 ) -> None:
-    """One panel per arm, one line per run (a seed), on shared axes (from 0 to 1 where `unit_range`)."""
+    """One panel per arm, one line per run (a seed), on one y scale for all panels (from 0 to 1 where
+    `unit_range`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -692,7 +693,9 @@ def plot_seeds(
     arms = list(lines) or ["(no arm)"]
     columns = min(len(arms), 2)
     rows = (len(arms) + columns - 1) // columns
-    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False, sharey=True
+    )
     for index, arm in enumerate(arms):
         panel = axes[index // columns][index % columns]
         for name, curve in (lines.get(arm) or {}).items():
