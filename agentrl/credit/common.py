@@ -53,7 +53,8 @@ def discounted_returns(
     returns = np.asarray(rewards, dtype=np.float64).copy()
     if batch.num_steps == 0:
         return returns
-    carry = np.full(batch.num_steps, gamma) if stop is None else np.where(np.asarray(stop, bool), 0.0, gamma)
+    # the factor each step's return takes of the next one's: gamma, or per step 0 after a stop
+    carry: float | np.ndarray = gamma if stop is None else np.where(np.asarray(stop, bool), 0.0, gamma)
     lengths = batch.lengths
     longest = int(lengths.max())
     if longest * batch.num_episodes <= 4 * batch.num_steps + 1024:
@@ -61,19 +62,25 @@ def discounted_returns(
     offsets = episode_offsets(batch)
     for t in range(longest - 2, -1, -1):
         rows = offsets[lengths > t + 1] + t
-        returns[rows] += carry[rows] * returns[rows + 1]
+        returns[rows] += (carry[rows] if isinstance(carry, np.ndarray) else carry) * returns[rows + 1]
     return returns
 
 
-def _padded_returns(batch: StepBatch, rewards: np.ndarray, carry: np.ndarray, longest: int) -> np.ndarray:
+def _padded_returns(
+    batch: StepBatch, rewards: np.ndarray, carry: float | np.ndarray, longest: int
+) -> np.ndarray:
     """The reverse scan on a [T_max + 1, E] table whose padding (after each episode's end) stays 0; `carry`
-    [S] the factor each step's return takes of the next one's."""
+    the factor each step's return takes of the next one's (one float, or [S])."""
     cells = batch.step * batch.num_episodes + batch.episode
     flat = np.zeros((longest + 1) * batch.num_episodes)
     flat[cells] = rewards
+    table = flat.reshape(longest + 1, batch.num_episodes)  # a view: the scan writes through to `flat`
+    if not isinstance(carry, np.ndarray):
+        for t in range(longest - 2, -1, -1):
+            table[t] += carry * table[t + 1]
+        return flat[cells]
     factors = np.zeros_like(flat)
     factors[cells] = carry
-    table = flat.reshape(longest + 1, batch.num_episodes)  # a view: the scan writes through to `flat`
     kept = factors.reshape(longest + 1, batch.num_episodes)
     for t in range(longest - 2, -1, -1):
         table[t] += kept[t] * table[t + 1]
