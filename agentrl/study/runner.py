@@ -14,7 +14,8 @@ weights are evaluated at each of the study's `decodings` and on each of its furt
 decoding at each of the study's `base_seeds`, and its pass@k last when the study asks for it. After every
 training segment and every evaluation the run's record (`results/runs/<run>.json`) is rewritten, so an
 interrupted study continues where it stopped: a finished point is never trained again, and an unfinished one
-resumes from the checkpoint of the run's last finished step.
+resumes from the checkpoint of the run's last finished step. Checkpoints are not committed: a record with
+trained points and no checkpoint left on this machine is refused (`refuse_lost_checkpoints`).
 
 Folder of study NAME (`studies/NAME/`): `study.yaml` (committed), `plan.json` (committed: the hash it was
 planned with), `results/` (committed: one record per run, the report's summary JSON, table and plot), and
@@ -441,6 +442,7 @@ def run_training(
     name = f"{layout.name}-{planned.name}"
     run_dir = layout.train_runs / name
     temperature = load_config(spec.task, shared_overrides(spec, layout, name)).eval.temperature
+    refuse_lost_checkpoints(record, run_dir, checkpoint.latest(run_dir))
     read_empty_points_again(spec, layout, planned.name, name, record, log)
     for point in checkpoint_points(spec.env_step_budget, spec.checkpoints)[len(record["points"]) :]:
         newest = checkpoint.latest(run_dir)
@@ -499,6 +501,20 @@ def run_training(
     )
     record["done"] = True
     write_record(layout, planned.name, record)
+
+
+def refuse_lost_checkpoints(record: Mapping[str, Any], run_dir: Path, newest: Path | None) -> None:
+    """`ConfigError` when `record` has trained points but `run_dir` holds no checkpoint to go on from (the
+    run folders are not committed, so a fresh clone or another machine has none): training on would start
+    from the base weights with a later point's budget and record it as this run's continuation."""
+    if not record["points"] or newest is not None:
+        return
+    raise ConfigError(
+        f"{record['run']} has {len(record['points'])} trained point(s) recorded, but {run_dir} holds no "
+        "checkpoint to resume from (run folders stay on the machine that trained them): play the run on "
+        "that machine, or remove its record from results/runs/ to play it again from its start, and say so "
+        "in the study's page"
+    )
 
 
 def read_empty_points_again(

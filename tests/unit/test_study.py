@@ -11,7 +11,13 @@ import yaml
 
 from agentrl.errors import ConfigError
 from agentrl.study.report import summarise, table
-from agentrl.study.runner import checkpoint_points, checkpoint_weights, outcome, planned_runs
+from agentrl.study.runner import (
+    checkpoint_points,
+    checkpoint_weights,
+    outcome,
+    planned_runs,
+    refuse_lost_checkpoints,
+)
 from agentrl.study.spec import load_spec
 from agentrl.study.stats import band, censored_steps, paired_band, steps_to_threshold
 
@@ -196,3 +202,15 @@ def test_a_checkpoint_is_evaluated_with_the_tokenizer_files_the_run_saved_and_ad
     assert (folder / "model.safetensors").read_text() == "checkpoint model.safetensors"
     assert (folder / "tokenizer.json").read_text() == "final tokenizer.json"
     assert checkpoint_weights(run_dir, checkpoint) == folder  # made once
+
+
+def test_a_record_with_trained_points_but_no_checkpoint_left_is_refused_not_trained_from_the_base(
+    tmp_path: Path,
+) -> None:
+    run_dir, newest = tmp_path / "run", tmp_path / "run" / "checkpoints" / "step-000005"
+    fresh = {"run": "grpo-seed1", "points": []}
+    trained = {"run": "grpo-seed1", "points": [{"checkpoint_env_steps": 800, "train_step": 5}]}
+    refuse_lost_checkpoints(fresh, run_dir, None)  # nothing trained yet: it starts from the base
+    refuse_lost_checkpoints(trained, run_dir, newest)  # trained and checkpointed: it resumes
+    with pytest.raises(ConfigError, match="grpo-seed1 has 1 trained point.*remove its record"):
+        refuse_lost_checkpoints(trained, run_dir, None)
