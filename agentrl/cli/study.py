@@ -3,7 +3,7 @@
 What this is: thin handlers over `agentrl.study` (docs/studies.md). NAME is a folder of `--root` (default
 `studies/`) holding `study.yaml`. `plan` prints the runs and the estimated wall time and writes `plan.json`
 (the study file's hash); `run` refuses a study file that differs from the planned one, then plays every run
-not yet done, resuming from disk; `status` says what ran; `report` writes the summary, table and plot under
+not yet done, resuming from disk (`--until TIME`: none that would not end by then); `status` says what ran; `report` writes the summary, table and plot under
 `results/` and rewrites the study's block in each `--page`. A study file with `kind: gonogo` is a go/no-go
 (`agentrl.study.gonogo`): the same four commands measure its variants and report go or no-go. What this is
 not: the runner or the statistics.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,13 @@ def add_parser(commands: Any) -> None:
             "--root", type=Path, default=STUDIES_DIR, help="where studies live (default: studies)"
         )
         sub.set_defaults(handler=handle)
+        if action == "run":
+            sub.add_argument(
+                "--until",
+                metavar="TIME",
+                help="start no run that would not end by TIME (04:40: the next such time; or "
+                "2026-12-07T04:40), estimated from this study's finished runs: it stops between runs",
+            )
         if action == "report":
             sub.add_argument("--page", type=Path, action="append", default=[], help="a page with the block")
             sub.add_argument(
@@ -62,6 +70,8 @@ def handle_gonogo(args: argparse.Namespace, layout: Any) -> int:
     if args.action == "plan":
         print(json.dumps(gonogo.plan(layout), indent=1))
     elif args.action == "run":
+        if args.until:
+            raise ConfigError(f"study {layout.name} is a go/no-go: --until is for comparisons; run it whole")
         gonogo.run(layout)
     elif args.action == "status":
         print("\n".join(gonogo.status(layout)))
@@ -91,7 +101,7 @@ def handle_comparison(args: argparse.Namespace, layout: Any) -> int:
             else "estimated wall time: not known until one run of this study has finished"
         )
     elif args.action == "run":
-        run(layout)
+        run(layout, until=None if args.until is None else deadline(args.until, datetime.now()).timestamp())
     elif args.action == "status":
         print("\n".join(status(layout)))
     else:
@@ -100,3 +110,22 @@ def handle_comparison(args: argparse.Namespace, layout: Any) -> int:
         if summary["not_finished"]:
             print(f"not finished: {', '.join(summary['not_finished'])}")
     return 0
+
+
+def deadline(text: str, now: datetime) -> datetime:
+    """`--until`'s time as a local date and time: a date and time as given, or a time of day as its next
+    occurrence after `now` (today's, or tomorrow's once today's has passed)."""
+    from agentrl.errors import ConfigError
+
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        pass
+    try:
+        of_day = time.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"--until takes a time of day (04:40) or a date and time (2026-12-07T04:40), not {text!r}"
+        ) from None
+    today = datetime.combine(now.date(), of_day)
+    return today if today > now else today + timedelta(days=1)

@@ -142,6 +142,20 @@ def estimate_s(layout: Layout, spec: StudySpec) -> float | None:
     """Seconds the whole study takes, from the seconds per env step (training and its evaluations) that the
     study's finished runs measured, plus the seconds the base and the reference lines took when they are
     done; None before any run has finished."""
+    rate = seconds_per_env_step(layout, spec)
+    if rate is None:
+        return None
+    played = [run for run in planned_runs(spec) if run.arm and not run.played_elsewhere]
+    untrained = [read_record(layout, run.name) for run in planned_runs(spec) if run.arm is None]
+    measured = sum(
+        float(record.get("wall_s") or 0.0) for record in untrained if record and record.get("done")
+    )
+    return rate * spec.env_step_budget * len(played) + measured
+
+
+def seconds_per_env_step(layout: Layout, spec: StudySpec) -> float | None:
+    """The mean over the study's finished training runs of wall seconds (training and its evaluations) per
+    env step; None before any has finished."""
     rates = [
         record["wall_s"] / record["env_steps"]
         for record in (
@@ -151,14 +165,20 @@ def estimate_s(layout: Layout, spec: StudySpec) -> float | None:
         )
         if record and record.get("done") and record.get("env_steps")
     ]
-    if not rates:
+    return sum(rates) / len(rates) if rates else None
+
+
+def seconds_needed(spec: StudySpec, record: Mapping[str, Any] | None, rate: float | None) -> float | None:
+    """Seconds a training run still needs (its env steps left at `rate`); None when no rate is known."""
+    if rate is None:
         return None
-    played = [run for run in planned_runs(spec) if run.arm and not run.played_elsewhere]
-    untrained = [read_record(layout, run.name) for run in planned_runs(spec) if run.arm is None]
-    measured = sum(
-        float(record.get("wall_s") or 0.0) for record in untrained if record and record.get("done")
-    )
-    return sum(rates) / len(rates) * spec.env_step_budget * len(played) + measured
+    done = float(record.get("env_steps") or 0) if record else 0.0
+    return rate * max(spec.env_step_budget - done, 0.0)
+
+
+def starts_before(now: float, until: float, need_s: float | None) -> bool:
+    """Whether a run that needs `need_s` seconds (None: not known yet, so it starts) ends by `until`."""
+    return now < until and (need_s is None or now + need_s <= until)
 
 
 def check_planned(layout: Layout, load: Callable[[Path], Any] = load_spec) -> Any:
@@ -209,8 +229,14 @@ def uncommitted(path: Path) -> str:
 Log = Callable[[str], None]
 
 
-def run(layout: Layout, log: Log = print) -> None:
-    """Every planned run not yet done, one after another (module docstring)."""
+def run(
+    layout: Layout, log: Log = print, until: float | None = None, clock: Callable[[], float] = time.time
+) -> None:
+    """Every planned run not yet done, one after another (module docstring). With `until` (seconds since the
+    epoch) it stops before a run that would not end by then: a training run's need is its env steps left at
+    the seconds per env step the study's finished runs took; a run whose need is not known yet starts while
+    time is left. So a study on a machine that is lent for a while stops between runs, and loses nothing
+    when the machine and its uncommitted checkpoints go."""
     spec = check_planned(layout)
     commit = code_commit()
     for planned in planned_runs(spec):
@@ -222,6 +248,12 @@ def run(layout: Layout, log: Log = print) -> None:
                 f"study {layout.name}: {planned.name} is a play outside the plan; its record is not there yet"
             )
             continue
+        trained = planned.arm is not None and not planned.reference
+        need = seconds_needed(spec, record, seconds_per_env_step(layout, spec)) if trained else None
+        if until is not None and not starts_before(clock(), until, need):
+            needed = "" if need is None else f" (about {need / 60:.0f} min)"
+            log(f"study {layout.name}: stopped before {planned.name}{needed}: it would not end by --until")
+            return
         log(f"study {layout.name}: {planned.name} (code at {commit})")
         record = with_commit(record or new_record(planned), commit)
         if planned.reference:

@@ -1,9 +1,10 @@
 """`agentrl study plan|run|status|report` end to end: a 2-arm, 2-seed study on the maze with the tiny random
 model (`tiny_model`), through the real trainer and evaluation, in a study folder under tmp_path.
 
-What is checked: `run` refuses before `plan` and after study.yaml changes; every planned run finishes with
-its checkpoints' points and decodings on disk; an interrupted run (its last point and "done" taken out of
-its record) resumes from its trainer checkpoint and trains only what is missing; `report` writes the
+What is checked: `run` refuses before `plan`, after study.yaml changes and when a run's checkpoints are
+gone; `--until` stops between runs; every planned run finishes with its checkpoints' points and decodings
+on disk; an interrupted run (its last point and "done" taken out of its record) resumes from its trainer
+checkpoint and trains only what is missing; `report` writes the
 summary, the table (into a page's block too) and the plot, with every pre-named statistic. What it is not:
 a test of learning (a random model), or of the statistics' arithmetic (tests/unit/test_study.py).
 """
@@ -156,6 +157,20 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     assert "evaluation, interrupted, played again" in replayed.stdout and "step 3 " not in replayed.stdout
     again = json.loads((folder / "results" / "runs" / "gigpo-seed1.json").read_text())
     assert again["done"] and again["points"][-1]["per_task"] == before["points"][-1]["per_task"]
+
+    # --until: a study that would not end a run by then stops between runs, before it starts one
+    (folder / "results" / "runs" / "gigpo-seed1.json").write_text(json.dumps(cut))
+    stopped = study(repo_root, tmp_path, "run", "--until", "2000-01-01T00:00")
+    assert stopped.returncode == 0, stopped.stderr[-4000:]
+    assert "stopped before gigpo-seed1" in stopped.stdout and "step 3 " not in stopped.stdout
+    assert json.loads((folder / "results" / "runs" / "gigpo-seed1.json").read_text()) == cut
+    # its checkpoints gone (another machine, a fresh clone): refused, not trained from the base weights
+    run_dir = folder / "runs" / "tiny-gigpo-seed1"
+    run_dir.rename(run_dir.with_name("elsewhere"))
+    lost = study(repo_root, tmp_path, "run")
+    assert lost.returncode == 2 and "holds no checkpoint to resume from" in lost.stderr
+    run_dir.with_name("elsewhere").rename(run_dir)
+    (folder / "results" / "runs" / "gigpo-seed1.json").write_text(json.dumps(again))
 
     status = study(repo_root, tmp_path, "status")
     assert status.returncode == 0 and status.stdout.count("done (") == 6

@@ -1,7 +1,7 @@
 """`scripts/study_pinned.sh`: a study played on the code of one commit. The script checks the commit out into
 a worktree once and runs `agentrl study run` with agentrl and the env plugins imported from it; its own check
 (both come from the worktree, or nothing runs) is what this test reads, with a study name that does not
-exist so that nothing trains. What it is not: a study run (tests/smoke/test_study_cli.py plays one)."""
+exist so that nothing trains; further arguments reach `agentrl study run`. What it is not: a study run (tests/smoke/test_study_cli.py plays one)."""
 
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ def test_the_study_runs_on_the_pinned_commit_with_its_envs(tmp_path: Path) -> No
         assert pinned in result.stderr, result.stderr[-2000:]
         assert result.returncode != 0 and "no-such-study" in result.stderr.split(pinned)[1]  # agentrl said so
         again = subprocess.run(
-            ["bash", "scripts/study_pinned.sh", "no-such-study", "HEAD"],
+            ["bash", "scripts/study_pinned.sh", "no-such-study", "HEAD", "--until"],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert pinned in again.stderr and "Preparing worktree" not in again.stderr  # checked out once
+        assert "argument --until: expected one argument" in again.stderr  # further args reach `study run`
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(code)], cwd=REPO, capture_output=True)

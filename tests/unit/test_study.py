@@ -3,12 +3,14 @@ from hand-written run records (pure logic, no training; tests/smoke/test_study_c
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from agentrl.cli.study import deadline
 from agentrl.errors import ConfigError
 from agentrl.study.report import summarise, table
 from agentrl.study.runner import (
@@ -17,6 +19,8 @@ from agentrl.study.runner import (
     outcome,
     planned_runs,
     refuse_lost_checkpoints,
+    seconds_needed,
+    starts_before,
 )
 from agentrl.study.spec import load_spec
 from agentrl.study.stats import band, censored_steps, paired_band, steps_to_threshold
@@ -214,3 +218,21 @@ def test_a_record_with_trained_points_but_no_checkpoint_left_is_refused_not_trai
     refuse_lost_checkpoints(trained, run_dir, newest)  # trained and checkpointed: it resumes
     with pytest.raises(ConfigError, match="grpo-seed1 has 1 trained point.*remove its record"):
         refuse_lost_checkpoints(trained, run_dir, None)
+
+
+def test_until_starts_a_run_only_when_its_estimate_ends_by_then_and_reads_a_time_of_day_as_the_next_one(
+    tmp_path: Path,
+) -> None:
+    spec = load_spec(write(tmp_path, GOOD))
+    half = {"env_steps": spec.env_step_budget / 2}
+    assert seconds_needed(spec, None, 2.0) == 2.0 * spec.env_step_budget
+    assert seconds_needed(spec, half, 2.0) == spec.env_step_budget  # a resumed run needs what is left
+    assert seconds_needed(spec, half, None) is None
+    assert starts_before(100.0, 200.0, 100.0) and not starts_before(100.0, 200.0, 100.5)
+    assert starts_before(100.0, 200.0, None) and not starts_before(200.0, 200.0, None)  # unknown: while time
+    now = datetime(2026, 12, 7, 2, 40)
+    assert deadline("04:40", now) == datetime(2026, 12, 7, 4, 40)
+    assert deadline("01:00", now) == datetime(2026, 12, 8, 1, 0)  # passed today: tomorrow's
+    assert deadline("2026-12-07T01:00", now) == datetime(2026, 12, 7, 1, 0)  # as given, even if passed
+    with pytest.raises(ConfigError, match="--until takes a time of day"):
+        deadline("in two hours", now)
