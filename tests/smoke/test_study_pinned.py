@@ -1,7 +1,8 @@
 """`scripts/study_pinned.sh`: a study played on the code of one commit. The script checks the commit out into
 a worktree once and runs `agentrl study run` with agentrl and the env plugins imported from it; its own check
 (both come from the worktree, or nothing runs) is what this test reads, with a study name that does not
-exist so that nothing trains; further arguments reach `agentrl study run`. What it is not: a study run (tests/smoke/test_study_cli.py plays one)."""
+exist so that nothing trains; further arguments reach `agentrl study run`. What it is not: a study run
+(tests/smoke/test_study_cli.py plays one)."""
 
 from __future__ import annotations
 
