@@ -1,8 +1,8 @@
 """What this machine's CPU can do, read once: whether it multiplies bfloat16 natively.
 
 What this is: `native_cpu_bf16`, which the engines and the update consult before running under bf16, and
-`speed_flags`, which benchmarks report beside their figures. What this is not: a benchmark; the measured
-cost of emulated bf16 on an AVX2-only CPU is in docs/benchmarks.md.
+`speed_flags` and `cpu_model`, which benchmarks and studies report beside their figures. What this is not:
+a benchmark; the measured cost of emulated bf16 on an AVX2-only CPU is in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -23,6 +23,16 @@ def native_cpu_bf16() -> bool:
     return (
         native and torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     )
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown" where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    line = next((line for line in text.splitlines() if line.startswith("model name")), "")
+    return line.partition(":")[2].strip() or "unknown"
 
 
 def cpu_flags() -> set[str]:

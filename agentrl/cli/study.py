@@ -3,8 +3,9 @@
 What this is: thin handlers over `agentrl.study` (docs/studies.md). NAME is a folder of `--root` (default
 `studies/`) holding `study.yaml`. `plan` prints the runs and the estimated wall time and writes `plan.json`
 (the study file's hash); `run` refuses a study file that differs from the planned one, then plays every run
-not yet done, resuming from disk (`--until TIME`: none that would not end by then); `status` says what ran; `report` writes the summary, table and plot under
-`results/` and rewrites the study's block in each `--page`. A study file with `kind: gonogo` is a go/no-go
+not yet done, resuming from disk (`--until TIME`: none that would not end by then); `status` says what
+ran; `report` writes the summary, table and plot under `results/` and rewrites the study's block in each
+`--page`. A study file with `kind: gonogo` is a go/no-go
 (`agentrl.study.gonogo`): the same four commands measure its variants and report go or no-go. What this is
 not: the runner or the statistics.
 """

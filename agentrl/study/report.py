@@ -340,6 +340,7 @@ def summarise(spec: StudySpec, records: Mapping[str, Mapping[str, Any] | None]) 
         "curves": curves,
         "statistics": [statistic(spec, item, base, runs) for item in spec.statistics],
         "code_commits": code_commits(records),
+        "machines": machines(records),
     }
 
 
@@ -356,6 +357,28 @@ def code_commits(records: Mapping[str, Mapping[str, Any] | None]) -> dict[str, l
         for commit in record.get("commits") or ["unrecorded"]:
             found.setdefault(commit, []).append(name)
     return found
+
+
+def machines(records: Mapping[str, Mapping[str, Any] | None]) -> dict[str, list[str]]:
+    """Each CPU and precision the study's runs were played on (`runner.machine`), with the runs played on it;
+    {} when no run kept one (an older study's summary and table are unchanged)."""
+    found: dict[str, list[str]] = {}
+    for name, record in records.items():
+        for entry in (record or {}).get("machines") or []:
+            flags = ", ".join(entry["flags"])
+            key = f"{entry['cpu']} ({flags}; sampler {entry['sampler']}, update {entry['update']})"
+            found.setdefault(key, []).append(name)
+    return found
+
+
+def machines_line(summary: Mapping[str, Any]) -> str:
+    """The table's line on the CPUs the runs were played on, each with its runs when there are several."""
+    found = summary.get("machines") or {}
+    if len(found) == 1:
+        return f"All runs played on one kind of CPU: {next(iter(found))}."
+    return (
+        "The runs span CPUs: " + "; ".join(f"{key}: {', '.join(runs)}" for key, runs in found.items()) + "."
+    )
 
 
 def commits_line(summary: Mapping[str, Any]) -> str:
@@ -476,6 +499,8 @@ def table(summary: Mapping[str, Any]) -> str:
         lines.append(f"- {statistic_line(item)}")
     if summary.get("code_commits"):
         lines.extend(["", commits_line(summary)])
+    if summary.get("machines"):
+        lines.extend(["", machines_line(summary)])
     return "\n".join(lines)
 
 

@@ -237,6 +237,9 @@ def run(
     the seconds per env step the study's finished runs took; a run whose need is not known yet starts while
     time is left. So a study on a machine that is lent for a while stops between runs, and loses nothing
     when the machine and its uncommitted checkpoints go."""
+    from agentrl.config import load_config
+    from agentrl.cpu import native_cpu_bf16
+
     spec = check_planned(layout)
     commit = code_commit()
     for planned in planned_runs(spec):
@@ -254,8 +257,10 @@ def run(
             needed = "" if need is None else f" (about {need / 60:.0f} min)"
             log(f"study {layout.name}: stopped before {planned.name}{needed}: it would not end by --until")
             return
-        log(f"study {layout.name}: {planned.name} (code at {commit})")
-        record = with_commit(record or new_record(planned), commit)
+        here = machine(load_config(spec.task, run_overrides(spec, layout, planned)), native_cpu_bf16())
+        refuse_other_precision(layout, spec, planned.name, here)
+        log(f"study {layout.name}: {planned.name} (code at {commit}, {here['cpu']})")
+        record = with_machine(with_commit(record or new_record(planned), commit), here)
         if planned.reference:
             run_reference(spec, layout, planned, record, log)
         elif planned.arm is None:
@@ -271,6 +276,66 @@ def code_commit() -> str:
     from agentrl.evidence import commit_of
 
     return commit_of(Path(agentrl.__file__).resolve().parent.parent, only=("agentrl", "pyproject.toml"))
+
+
+def run_overrides(spec: StudySpec, layout: Layout, planned: PlannedRun) -> list[str]:
+    """The overrides a planned run's config starts from: the shared ones with its arm's or its reference
+    line's own (the runners add the segment's budget, seed and resume to these)."""
+    own = (
+        spec.reference(planned.name).overrides
+        if planned.reference
+        else spec.arm(planned.arm).overrides
+        if planned.arm is not None
+        else []
+    )
+    return [*shared_overrides(spec, layout, f"{layout.name}-{planned.name}"), *own]
+
+
+def machine(config: Any, native_bf16: bool) -> dict[str, Any]:
+    """This machine's CPU and the precision a run of `config` computes in here: with `native_bf16` (a CPU
+    that multiplies bf16 natively) the cached engine's `auto` samples in bf16 and bf16 autocast is on where
+    asked, without it both run in fp32. A seeded run's numbers depend on that beside its code, so a study's
+    runs share it (`refuse_other_precision`)."""
+    from agentrl.cpu import cpu_model, speed_flags
+
+    cached = config.engine.cached.precision
+    if config.engine.kind == "hf":
+        sampler = "bfloat16" if config.engine.hf.autocast_bf16 and native_bf16 else "float32"
+    elif config.engine.kind in ("auto", "cached"):
+        sampler = cached if cached != "auto" else ("bfloat16" if native_bf16 else "float32")
+    else:  # vLLM or a server: its own precision, not this CPU's
+        sampler = config.engine.kind
+    update = "bfloat16" if config.update.autocast_bf16 and native_bf16 else "float32"
+    return {"cpu": cpu_model(), "flags": speed_flags(), "sampler": sampler, "update": update}
+
+
+def precision_text(entry: Mapping[str, Any]) -> str:
+    return f"sampler {entry['sampler']}, update {entry['update']}"
+
+
+def refuse_other_precision(layout: Layout, spec: StudySpec, run: str, here: Mapping[str, Any]) -> None:
+    """`ConfigError` when a run of the study was played in another precision than `run` would be played in
+    here: a paired comparison across precisions compares machines as well as arms. Records from before runs
+    kept their machine are not checked."""
+    for planned in planned_runs(spec):
+        record = read_record(layout, planned.name) or {}
+        for entry in record.get("machines") or []:
+            if precision_text(entry) != precision_text(here):
+                raise ConfigError(
+                    f"{run} would play in {precision_text(here)} on this CPU ({here['cpu']}), but "
+                    f"{planned.name} played in {precision_text(entry)} on {entry['cpu']}: play the study on "
+                    "a CPU like that one (native bf16 or not, agentrl.cpu.native_cpu_bf16), or pin "
+                    "engine.cached.precision and update.autocast_bf16 in the study's overrides and plan again"
+                )
+
+
+def with_machine(record: dict[str, Any], here: dict[str, Any]) -> dict[str, Any]:
+    """`record` with `here` added to the machines it was played on (`machines`, in order, each once in a
+    row, like `commits`)."""
+    machines = list(record.get("machines") or [])
+    if not machines or machines[-1] != here:
+        machines.append(here)
+    return {**record, "machines": machines}
 
 
 def with_commit(record: dict[str, Any], commit: str) -> dict[str, Any]:

@@ -93,6 +93,7 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
         path.stem: json.loads(path.read_text()) for path in (folder / "results" / "runs").glob("*.json")
     }
     assert set(records) == set(plan["runs"]) and all(record["done"] for record in records.values())
+    assert all(len(record["machines"]) == 1 for record in records.values())  # one CPU, one precision
     # the base: the eval temperature at both sampler seeds, greedy once, the further set, then pass@2
     evaluated = [
         (d["set"], d["temperature"], d["eval_seed"], d["samples"]) for d in records["base"]["decodings"]
@@ -204,7 +205,8 @@ def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     }
     assert "4 of 4 trained runs finished.\n- gigpo minus grpo" in readme.read_text()
     commits = {commit for record in summary["runs"].values() for commit in record["commits"]}
-    assert len(commits) == 1 and table.rstrip().endswith(f"one code commit, {next(iter(commits))[:12]}.")
+    assert len(commits) == 1 and f"one code commit, {next(iter(commits))[:12]}.\n" in table
+    assert table.rstrip().split("\n")[-1].startswith("All runs played on one kind of CPU: ")
 
     # pre-registration: a changed study file is refused until it is planned again
     (folder / "study.yaml").write_text(yaml.safe_dump({**spec, "seeds": [0, 1, 2]}, sort_keys=False))

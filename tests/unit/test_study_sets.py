@@ -208,6 +208,50 @@ def test_each_run_keeps_the_code_commits_it_played_on_and_the_table_says_when_th
     assert len(code_commit().split("+")[0]) == 40  # this checkout's own commit
 
 
+def test_each_run_keeps_the_cpu_and_precision_it_played_in_and_a_study_refuses_to_mix_precisions(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from agentrl.study.report import machines, machines_line
+    from agentrl.study.runner import Layout, machine, refuse_other_precision, with_machine
+
+    def config(kind: str = "auto", cached: str = "auto", autocast: bool = True) -> SimpleNamespace:
+        engine = SimpleNamespace(
+            kind=kind, cached=SimpleNamespace(precision=cached), hf=SimpleNamespace(autocast_bf16=autocast)
+        )
+        return SimpleNamespace(engine=engine, update=SimpleNamespace(autocast_bf16=autocast))
+
+    def precision(entry: dict[str, Any]) -> tuple[str, str]:
+        return entry["sampler"], entry["update"]
+
+    assert precision(machine(config(), True)) == ("bfloat16", "bfloat16")
+    assert precision(machine(config(), False)) == ("float32", "float32")  # auto without native bf16
+    assert precision(machine(config(cached="float32", autocast=False), True)) == ("float32", "float32")
+    assert precision(machine(config(kind="hf", autocast=False), True)) == ("float32", "float32")
+    assert precision(machine(config(kind="vllm"), True)) == ("vllm", "bfloat16")
+    bf16, fp32 = machine(config(), True), machine(config(), False)
+    record = with_machine({"run": "grpo-seed0"}, bf16)
+    assert with_machine(record, bf16)["machines"] == [bf16]  # resumed on the same machine: listed once
+    layout = Layout(tmp_path / "study")
+    (layout.root).mkdir()
+    (layout.spec).write_text(yaml.safe_dump(SPEC))
+    spec = load_spec(layout.spec)
+    write_record(layout, "grpo-seed0", record)
+    refuse_other_precision(layout, spec, "gigpo-seed0", bf16)  # the same precision: it plays
+    with pytest.raises(ConfigError, match="gigpo-seed0 would play in sampler float32, update float32"):
+        refuse_other_precision(layout, spec, "gigpo-seed0", fp32)
+    pinned = machine(config(cached="float32", autocast=False), True)
+    write_record(layout, "grpo-seed0", with_machine({"run": "grpo-seed0"}, pinned))
+    refuse_other_precision(
+        layout, spec, "gigpo-seed0", machine(config(cached="float32", autocast=False), False)
+    )
+    found = machines({"base": None, "grpo-seed0": record, "gigpo-seed0": with_machine({}, bf16)})
+    assert list(found.values()) == [["grpo-seed0", "gigpo-seed0"]]
+    assert machines_line({"machines": found}).startswith("All runs played on one kind of CPU: ")
+    assert machines({"base": {"run": "base"}}) == {}  # an older study: no line
+
+
 def test_a_run_trained_in_two_processes_is_read_from_the_stored_run_that_played_the_step() -> None:
     """A study stopped and resumed trains one run as two stored runs of one name (one per process): the
     evaluation at a step is read from the one that holds it, newest first, never an empty read of the other
