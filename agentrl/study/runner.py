@@ -237,6 +237,8 @@ def run(
     the seconds per env step the study's finished runs took; a run whose need is not known yet starts while
     time is left. So a study on a machine that is lent for a while stops between runs, and loses nothing
     when the machine and its uncommitted checkpoints go."""
+    import torch
+
     from agentrl.config import load_config
     from agentrl.cpu import native_cpu_bf16
 
@@ -257,7 +259,8 @@ def run(
             needed = "" if need is None else f" (about {need / 60:.0f} min)"
             log(f"study {layout.name}: stopped before {planned.name}{needed}: it would not end by --until")
             return
-        here = machine(load_config(spec.task, run_overrides(spec, layout, planned)), native_cpu_bf16())
+        config = load_config(spec.task, run_overrides(spec, layout, planned))
+        here = machine(config, native_cpu_bf16(), torch.cuda.is_available())
         refuse_other_precision(layout, spec, planned.name, here)
         log(f"study {layout.name}: {planned.name} (code at {commit}, {here['cpu']})")
         record = with_machine(with_commit(record or new_record(planned), commit), here)
@@ -291,14 +294,18 @@ def run_overrides(spec: StudySpec, layout: Layout, planned: PlannedRun) -> list[
     return [*shared_overrides(spec, layout, f"{layout.name}-{planned.name}"), *own]
 
 
-def machine(config: Any, native_bf16: bool) -> dict[str, Any]:
+def machine(config: Any, native_bf16: bool, cuda: bool = False) -> dict[str, Any]:
     """This machine's CPU and the precision a run of `config` computes in here: with `native_bf16` (a CPU
     that multiplies bf16 natively) the cached engine's `auto` samples in bf16 and bf16 autocast is on where
     asked, without it both run in fp32. A seeded run's numbers depend on that beside its code, so a study's
-    runs share it (`refuse_other_precision`)."""
+    runs share it (`refuse_other_precision`). A run on a CUDA device (`cuda`) is recorded as "gpu": its
+    precision is the GPU's, which this does not check."""
     from agentrl.cpu import cpu_model, speed_flags
 
     cached = config.engine.cached.precision
+    if cuda and config.model.device != "cpu":
+        sampler, update = "gpu", "gpu"
+        return {"cpu": cpu_model(), "flags": speed_flags(), "sampler": sampler, "update": update}
     if config.engine.kind == "hf":
         sampler = "bfloat16" if config.engine.hf.autocast_bf16 and native_bf16 else "float32"
     elif config.engine.kind in ("auto", "cached"):

@@ -220,7 +220,11 @@ def test_each_run_keeps_the_cpu_and_precision_it_played_in_and_a_study_refuses_t
         engine = SimpleNamespace(
             kind=kind, cached=SimpleNamespace(precision=cached), hf=SimpleNamespace(autocast_bf16=autocast)
         )
-        return SimpleNamespace(engine=engine, update=SimpleNamespace(autocast_bf16=autocast))
+        return SimpleNamespace(
+            engine=engine,
+            update=SimpleNamespace(autocast_bf16=autocast),
+            model=SimpleNamespace(device="auto"),
+        )
 
     def precision(entry: dict[str, Any]) -> tuple[str, str]:
         return entry["sampler"], entry["update"]
@@ -230,6 +234,7 @@ def test_each_run_keeps_the_cpu_and_precision_it_played_in_and_a_study_refuses_t
     assert precision(machine(config(cached="float32", autocast=False), True)) == ("float32", "float32")
     assert precision(machine(config(kind="hf", autocast=False), True)) == ("float32", "float32")
     assert precision(machine(config(kind="vllm"), True)) == ("vllm", "bfloat16")
+    assert precision(machine(config(), True, cuda=True)) == ("gpu", "gpu")  # the GPU's own, not checked
     bf16, fp32 = machine(config(), True), machine(config(), False)
     record = with_machine({"run": "grpo-seed0"}, bf16)
     assert with_machine(record, bf16)["machines"] == [bf16]  # resumed on the same machine: listed once
