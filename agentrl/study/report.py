@@ -744,8 +744,8 @@ def plot_seeds(
 def copy_training_metrics(layout: Layout) -> dict[str, Path]:
     """Copy each training run's `metrics.jsonl` (an arm's seed, a reference's steps; not an evaluation's)
     from the uncommitted `runs/` into `results/metrics/<run>.jsonl`, so the figures a page quotes from a
-    run's training are committed; the copies by run name."""
-    copied: dict[str, Path] = {}
+    run's training are committed; every copy there by run name, those made on an earlier machine too (a
+    fresh clone has no `runs/`)."""
     prefix = f"{layout.name}-"
     for run_dir in sorted(layout.train_runs.glob(f"{prefix}*")):
         name = run_dir.name[len(prefix) :]
@@ -755,8 +755,7 @@ def copy_training_metrics(layout: Layout) -> dict[str, Path]:
         target = layout.results / "metrics" / f"{name}.jsonl"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(source.read_bytes())
-        copied[name] = target
-    return copied
+    return {path.stem: path for path in sorted((layout.results / "metrics").glob("*.jsonl"))}
 
 
 def training_lines(

@@ -9,6 +9,7 @@ the check of the calc demo's converted study against its old table (tests/unit/t
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +187,5 @@ def test_each_training_runs_metrics_are_copied_to_results_and_drawn_per_seed(tmp
     assert lines == {"grpo": {"grpo-seed0": [(200.0, 1.0), (410.0, 2.5)]}}
     plot_seeds(lines, tmp_path / "training.png", "title", "reward", unit_range=False)
     assert (tmp_path / "training.png").stat().st_size > 0
+    shutil.rmtree(layout.train_runs)  # a fresh clone: the committed copies are still drawn
+    assert copy_training_metrics(layout) == copied
