@@ -27,22 +27,22 @@ def native_cpu_bf16() -> bool:
 
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo ("unknown" where there is none)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown"
-    line = next((line for line in text.splitlines() if line.startswith("model name")), "")
-    return line.partition(":")[2].strip() or "unknown"
+    return cpuinfo_value("model name") or "unknown"
 
 
 def cpu_flags() -> set[str]:
     """The flags line of /proc/cpuinfo (empty where there is none)."""
+    return set(cpuinfo_value("flags").split())
+
+
+def cpuinfo_value(key: str) -> str:
+    """The value of the first /proc/cpuinfo line that starts with `key` ("" where there is none)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return set()
-    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
+        return ""
+    line = next((line for line in text.splitlines() if line.startswith(key)), "")
+    return line.partition(":")[2].strip()
 
 
 SPEED_FLAGS = frozenset({"amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2"})

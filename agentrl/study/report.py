@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.evidence import commit_of
-from agentrl.study.runner import BASE, Layout, evaluation_key, planned_runs, read_record
+from agentrl.study.runner import BASE, Layout, evaluation_key, planned_runs, precision_text, read_record
 from agentrl.study.spec import Statistic, StudySpec, load_spec
 from agentrl.study.stats import band, censored_steps, paired_band, sign_test_p, steps_to_threshold
 
@@ -366,7 +366,7 @@ def machines(records: Mapping[str, Mapping[str, Any] | None]) -> dict[str, list[
     for name, record in records.items():
         for entry in (record or {}).get("machines") or []:
             flags = ", ".join(entry["flags"])
-            key = f"{entry['cpu']} ({flags}; sampler {entry['sampler']}, update {entry['update']})"
+            key = f"{entry['cpu']} ({flags}; {precision_text(entry)})"
             found.setdefault(key, []).append(name)
     return found
 

@@ -302,17 +302,19 @@ def machine(config: Any, native_bf16: bool, cuda: bool = False) -> dict[str, Any
     precision is the GPU's, which this does not check."""
     from agentrl.cpu import cpu_model, speed_flags
 
-    cached = config.engine.cached.precision
+    def bf16_if(asked: bool) -> str:
+        return "bfloat16" if asked and native_bf16 else "float32"
+
+    kind, cached = config.engine.kind, config.engine.cached.precision
+    update = bf16_if(config.update.autocast_bf16)
     if cuda and config.model.device != "cpu":
         sampler, update = "gpu", "gpu"
-        return {"cpu": cpu_model(), "flags": speed_flags(), "sampler": sampler, "update": update}
-    if config.engine.kind == "hf":
-        sampler = "bfloat16" if config.engine.hf.autocast_bf16 and native_bf16 else "float32"
-    elif config.engine.kind in ("auto", "cached"):
-        sampler = cached if cached != "auto" else ("bfloat16" if native_bf16 else "float32")
+    elif kind == "hf":
+        sampler = bf16_if(config.engine.hf.autocast_bf16)
+    elif kind in ("auto", "cached"):
+        sampler = cached if cached != "auto" else bf16_if(True)
     else:  # vLLM or a server: its own precision, not this CPU's
-        sampler = config.engine.kind
-    update = "bfloat16" if config.update.autocast_bf16 and native_bf16 else "float32"
+        sampler = kind
     return {"cpu": cpu_model(), "flags": speed_flags(), "sampler": sampler, "update": update}
 
 
@@ -337,21 +339,23 @@ def refuse_other_precision(layout: Layout, spec: StudySpec, run: str, here: Mapp
 
 
 def with_machine(record: dict[str, Any], here: dict[str, Any]) -> dict[str, Any]:
-    """`record` with `here` added to the machines it was played on (`machines`, in order, each once in a
-    row, like `commits`)."""
-    machines = list(record.get("machines") or [])
-    if not machines or machines[-1] != here:
-        machines.append(here)
-    return {**record, "machines": machines}
+    """`record` with `here` added to the machines it was played on (`machines`, as `commits` is kept)."""
+    return played_on(record, "machines", here)
 
 
 def with_commit(record: dict[str, Any], commit: str) -> dict[str, Any]:
     """`record` with `commit` added to the code commits it was played on (`commits`, in order: a run
     resumed on other code lists each commit, so a study whose runs span commits says so)."""
-    commits = list(record.get("commits") or [])
-    if not commits or commits[-1] != commit:
-        commits.append(commit)
-    return {**record, "commits": commits}
+    return played_on(record, "commits", commit)
+
+
+def played_on(record: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """`record` with `value` appended to its list `key` unless it is the last one there already (a run
+    resumed on the same code or machine lists it once; on other code or another machine, each in order)."""
+    found = list(record.get(key) or [])
+    if not found or found[-1] != value:
+        found.append(value)
+    return {**record, key: found}
 
 
 def new_record(planned: PlannedRun) -> dict[str, Any]:
