@@ -12,7 +12,8 @@
 
 What this is: an autouse fixture that records the ResourceWarnings of each test (and of the garbage it
 leaves) with `agentrl.env.checker.recording_resource_warnings` and fails the test on any; a module-scoped one
-that collects the garbage after the module's own fixtures closed; and the error filters for the warnings
+that collects the garbage earlier modules left before the module (ignored: not the env's) and its own
+after the module's fixtures closed; and the error filters for the warnings
 raised outside them (a finalizer's ResourceWarning reaches pytest as an unraisable exception). What this is
 not: a check of sandbox containers left running (tests/conftest.py's `no_leaked_sandboxes` does that).
 """
@@ -20,6 +21,7 @@ not: a check of sandbox containers left running (tests/conftest.py's `no_leaked_
 from __future__ import annotations
 
 import gc
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,7 +53,13 @@ def closes_what_it_opens() -> Iterator[None]:
 
 @pytest.fixture(scope="module", autouse=True)
 def module_closes_what_it_opens() -> Iterator[None]:
-    """After the module's own fixtures closed, collect the garbage: an unclosed file or socket in it fails
-    the module's last test (through the error filters of `unclosed_is_error`)."""
+    """Before the module, collect the garbage earlier modules left, its warnings ignored: it is not this
+    env's (under pytest-xdist a worker runs other folders' modules first, and a socket another test left
+    would otherwise fail whichever test here the collector happened to run in). After the module's own
+    fixtures closed, collect its garbage: an unclosed file or socket in it fails the module's last test
+    (through the error filters of `unclosed_is_error`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
     yield
     gc.collect()
