@@ -78,7 +78,10 @@ def test_greedy_completions_match_the_in_process_engine(server: str) -> None:
 
     completion, exact = asyncio.run(remote())
     assert exact and completion.token_ids == local.token_ids  # type: ignore[attr-defined]
-    assert completion.logprobs == pytest.approx(local.logprobs, abs=1e-4)  # type: ignore[attr-defined]
+    # the same fp32 forward in two processes: summation order may differ (threads), and in the full suite on
+    # a CPU without native bf16 the first token's log-prob once differed by 2.1e-4; a wrong token's log-prob,
+    # a temperature applied twice or a lost token moves it by far more than 1e-3
+    assert completion.logprobs == pytest.approx(local.logprobs, abs=1e-3)  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow

@@ -1,6 +1,8 @@
 """Smoke tests: `agentrl train --task calc` with the filtered and adaptive task samplers (real model, real
 sandbox, real store): the sampler metrics per step, the task_draws rows, dropped groups stored untrained;
-and `bench/task_samplers.py --quick`."""
+and `bench/task_samplers.py --quick`. The two training tests use the tiny random model (the `tiny_model`
+fixture): they test the samplers' draws and bookkeeping, which do not depend on the model's size (SmolLM2 made
+them take 97 s of a 2-core CPU without native bf16); the quick benchmark still plays SmolLM2."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ AGENTRL = [sys.executable, "-m", "agentrl.cli.main"]
 DROPPED = ("filtered_out", "surplus")
 
 
-def train(repo_root: Path, tmp_path: Path, sampler: str, *extra: str) -> subprocess.CompletedProcess[str]:
+def train(
+    repo_root: Path, tmp_path: Path, model: Path, sampler: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
     args = [
         "train",
         "--task",
@@ -26,6 +30,8 @@ def train(repo_root: Path, tmp_path: Path, sampler: str, *extra: str) -> subproc
         f"runs_dir={tmp_path / 'runs'}",
         f"store.url=sqlite:///{tmp_path / 'store.db'}",
         f"tasks.sampler={sampler}",
+        f"model.name={model}",
+        "rollout.max_context_tokens=4096",  # one byte per token
         "train.steps=2",
         "train.tasks_per_step=2",
         "train.group_size=2",
@@ -61,8 +67,10 @@ def draws_and_episodes(db: Path) -> tuple[list[tuple[object, ...]], dict[str, tu
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_filtered_sampler_trains_on_kept_groups_stores_the_rest(repo_root: Path, tmp_path: Path) -> None:
-    result = train(repo_root, tmp_path, "filtered", "tasks.filter.budget=1.0")
+def test_filtered_sampler_trains_on_kept_groups_stores_the_rest(
+    repo_root: Path, tmp_path: Path, tiny_model: Path
+) -> None:
+    result = train(repo_root, tmp_path, tiny_model, "filtered", "tasks.filter.budget=1.0")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = step_rows(tmp_path, "filtered")
     assert [row["step"] for row in rows] == [1, 2]
@@ -86,8 +94,8 @@ def test_filtered_sampler_trains_on_kept_groups_stores_the_rest(repo_root: Path,
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_adaptive_sampler_records_its_posterior(repo_root: Path, tmp_path: Path) -> None:
-    result = train(repo_root, tmp_path, "adaptive", "tasks.adaptive.exploration=0.5")
+def test_adaptive_sampler_records_its_posterior(repo_root: Path, tmp_path: Path, tiny_model: Path) -> None:
+    result = train(repo_root, tmp_path, tiny_model, "adaptive", "tasks.adaptive.exploration=0.5")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = step_rows(tmp_path, "adaptive")
     assert [row["step"] for row in rows] == [1, 2]
