@@ -4,16 +4,18 @@
     .venv/bin/python bench/make_test_time.py --logs /tmp/mt --label after            # the report only
 
 What this is: `--run DIR` clones this checkout's HEAD into DIR/clone and runs `make test`'s phases there one
-at a time (python, docker, images, model, extras, lint, docs, the SWE-bench images, pytest with
-`--durations=80`, `agentrl swebench validate`), writing each phase's seconds to DIR/phases.txt and pytest's
-output to DIR/pytest.log; `--wipe` first deletes every `agentrl/*` image, the model cache and pip's cache
-and sets PIP_NO_CACHE_DIR (a fresh machine but for its Debian packages, which stay installed). Then, or with
-`--logs DIR` alone, it reads those two files into `bench/results/make_test_time.json` under `--label`
+at a time (python, docker, images, model, extras, lint, docs, the SWE-bench images, pytest in two workers
+with `--durations=80`, `agentrl swebench validate`), writing each phase's seconds to DIR/phases.txt and
+pytest's output to DIR/pytest.log; `--wipe` first deletes every `agentrl/*` image, the model cache and pip's
+cache and sets PIP_NO_CACHE_DIR (a fresh machine but for its Debian packages, which stay installed). Then, or
+with `--logs DIR` alone, it reads those two files into `bench/results/make_test_time.json` under `--label`
 (other labels already there are kept): the phases, their total, pytest's summary line and its 20 slowest
-tests. The baseline is the other label of the same file (e.g. before and after a change).
+tests, with the CPU they ran on (`--logs`: this machine's) and, with `--run`, the commit. The baseline is
+another label of the same file (e.g. before and after a change, on one machine).
 
-The two rows committed so far (before and after issue 55's changes) were timed by a shell loop of these same
-steps before this script existed and read in with `--logs`; `--run` itself has not run yet.
+The rows before and after issue 55's changes were timed by a shell loop of these same steps before this
+script existed, and the 2026-12-07 rows (pytest alone, serial and in two workers, on a CPU without native
+bf16) by hand; all were read in with `--logs`, so `--run` itself has not run yet.
 
 What this is not: `make test` itself (CI runs that), or a measurement of installing the Debian packages.
 """
@@ -33,6 +35,7 @@ from typing import Any
 import harness
 
 ROOT = Path(__file__).resolve().parents[1]
+PARALLEL = ("-n", "2", "--dist", "loadfile")
 PHASES = (
     ("python", ["make", "python"]),
     ("docker", ["make", "docker"]),
@@ -42,7 +45,8 @@ PHASES = (
     ("lint", ["make", "lint"]),
     ("docs", ["make", "docs"]),
     ("swebench_images", ["bash", "scripts/build_swebench_images.sh"]),
-    ("pytest", [".venv/bin/pytest", "-q", "--durations=80", "-p", "no:cacheprovider"]),
+    # as the Makefile's test target: two worker processes, a test file each at a time
+    ("pytest", [".venv/bin/pytest", "-q", *PARALLEL, "--durations=80", "-p", "no:cacheprovider"]),
     ("swebench_validate", [".venv/bin/agentrl", "swebench", "validate"]),
 )
 WIPE = (
@@ -90,6 +94,24 @@ def read_logs(folder: Path) -> dict[str, Any]:
     }
 
 
+def provenance(header: dict[str, Any]) -> dict[str, Any]:
+    """What a row was measured on and at: the commit and the machine (cores, CPU model and flags) of a
+    result's `harness` block. Each row keeps its own, since the file's block names only the last writer."""
+    machine = header.get("machine", {})
+    return {
+        "commit": header.get("commit"),
+        "machine": {key: machine.get(key) for key in ("cores", "cpu_model", "cpu_flags")},
+    }
+
+
+def rows_with_provenance(earlier: dict[str, Any]) -> dict[str, Any]:
+    """The rows of an earlier result, those written before rows kept their own provenance given its
+    `harness` block's machine (they were measured in the session that wrote them; their notes name their
+    commits, which the block's need not be)."""
+    inherited = {"machine": provenance(earlier.get("harness", {}))["machine"]}
+    return {label: {**inherited, **row} for label, row in earlier.get("runs", {}).items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, help="clone and time the phases into this folder")
@@ -111,8 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         run_phases(folder, args.wipe)
     out = harness.out_path(args, "make_test_time")
     earlier = json.loads(out.read_text()) if out is not None and out.is_file() else {}
-    row = {**read_logs(folder), "wiped": args.wipe, "note": args.note}
-    runs = {**earlier.get("runs", {}), args.label: row}
+    measured = provenance(harness.envelope("", ""))
+    if args.run is None:  # logs of an earlier run: this machine's, at a commit only its note can name
+        measured["commit"] = None
+    row = {**read_logs(folder), "wiped": args.wipe, "note": args.note, **measured}
+    runs = {**rows_with_provenance(earlier), args.label: row}
     harness.emit("make_test_time", {"runs": runs}, baseline="the file's other label", out=out, argv=argv)
     return 0
 

@@ -31,3 +31,24 @@ def test_the_report_reads_phases_summary_and_slowest(tmp_path: Path) -> None:
         "test": "tests/integration/test_fleet.py::test_a_killed_replica",
     }
     assert [row["what"] for row in report["slowest"]] == ["call", "setup"]
+
+
+def test_each_row_keeps_the_machine_it_was_measured_on() -> None:
+    bench = load_bench("make_test_time")
+    amd = {"cores": 2, "cpu_model": "AMD EPYC", "cpu_flags": ["avx512_bf16"], "load_before": [0.5]}
+    earlier = {"harness": {"commit": "d5b0235", "machine": amd}, "runs": {"after": {"total_s": 1895.5}}}
+    rows = bench.rows_with_provenance(earlier)
+    # the old row takes the machine of the block that wrote it, not its commit (its note names that)
+    assert rows == {
+        "after": {"total_s": 1895.5, "machine": {k: amd[k] for k in ("cores", "cpu_model", "cpu_flags")}}
+    }
+    intel = {"commit": "f32d217", "machine": {**amd, "cpu_model": "Intel Xeon", "cpu_flags": ["avx512f"]}}
+    own = bench.provenance(intel)
+    assert own == {
+        "commit": "f32d217",
+        "machine": {"cores": 2, "cpu_model": "Intel Xeon", "cpu_flags": ["avx512f"]},
+    }
+    kept = bench.rows_with_provenance(
+        {"harness": intel, "runs": {"after": {**rows["after"], "total_s": 1.0}}}
+    )
+    assert kept["after"]["machine"]["cpu_model"] == "AMD EPYC"  # a row's own provenance wins over the block's
