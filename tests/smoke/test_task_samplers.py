@@ -1,5 +1,5 @@
-"""Smoke tests: `agentrl train --task calc` with the filtered and adaptive task samplers (real model, real
-sandbox, real store): the sampler metrics per step, the task_draws rows, dropped groups stored untrained;
+"""Smoke tests: `agentrl train --task calc` with the filtered and adaptive task samplers (a real sandbox and
+store): the sampler metrics per step, the task_draws rows, dropped groups stored untrained;
 and `bench/task_samplers.py --quick`. The two training tests use the tiny random model (the `tiny_model`
 fixture): they test the samplers' draws and bookkeeping, which do not depend on the model's size (SmolLM2 made
 them take 97 s of a 2-core CPU without native bf16); the quick benchmark still plays SmolLM2."""
