@@ -133,9 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         run_phases(folder, args.wipe)
     out = harness.out_path(args, "make_test_time")
     earlier = json.loads(out.read_text()) if out is not None and out.is_file() else {}
-    measured = provenance(harness.envelope("", ""))
-    if args.run is None:  # logs of an earlier run: this machine's, at a commit only its note can name
-        measured["commit"] = None
+    # `--logs`: an earlier run on this machine, at a commit only its note can name
+    measured = provenance({"machine": harness.machine(), "commit": harness.commit() if args.run else None})
     row = {**read_logs(folder), "wiped": args.wipe, "note": args.note, **measured}
     runs = {**rows_with_provenance(earlier), args.label: row}
     harness.emit("make_test_time", {"runs": runs}, baseline="the file's other label", out=out, argv=argv)
