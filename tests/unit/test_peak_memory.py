@@ -9,6 +9,7 @@ What this is not: a measurement of the trainer's memory (bench/memory.py).
 from __future__ import annotations
 
 import asyncio
+import mmap
 import threading
 import time
 
@@ -17,10 +18,21 @@ import numpy as np
 from agentrl.trainer.peak_memory import PeakMemory, resident_mb, sub_phase
 
 
+def resident_block(megabytes: int) -> mmap.mmap:
+    """`megabytes` of fresh resident pages: an anonymous map of its own, written, so no allocator can serve
+    it from memory that was already resident (a malloc'd block could be, and then the resident size does
+    not move: CI once saw a 200 MB block leave it flat)."""
+    block = mmap.mmap(-1, megabytes * 1024 * 1024)
+    np.frombuffer(block, dtype=np.uint8)[:] = 1
+    return block
+
+
 def hold(megabytes: int, seconds: float) -> None:
-    block = np.ones(megabytes * 1024 * 1024 // 8)  # written, so resident
+    before = resident_mb()
+    block = resident_block(megabytes)
+    assert resident_mb() >= before + 0.75 * megabytes, "the block did not become resident"
     time.sleep(seconds)
-    del block
+    block.close()
 
 
 def test_a_phase_sees_a_peak_that_is_gone_by_its_end_even_from_another_thread() -> None:
@@ -44,9 +56,11 @@ def test_a_phase_sees_a_peak_that_is_gone_by_its_end_even_from_another_thread() 
 
 
 def the_update() -> None:
-    """What an update does in its worker thread: a sub-phase that holds memory, then one that does not."""
+    """What an update does in its worker thread: a sub-phase that ends holding memory (so its closing
+    reading sees it, whatever the sampler's timing), given back before a sub-phase that holds none."""
     with sub_phase("update_backward"):
-        hold(200, 0.3)
+        block = resident_block(200)
+    block.close()
     with sub_phase("update_optimizer"):
         time.sleep(0.05)
 
