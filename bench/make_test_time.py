@@ -35,7 +35,7 @@ from typing import Any
 import harness
 
 ROOT = Path(__file__).resolve().parents[1]
-PARALLEL = ("-n", "2", "--dist", "loadfile")
+PARALLEL = ("-n", "2", "--dist", "loadfile", "--no-loadscope-reorder")
 PHASES = (
     ("python", ["make", "python"]),
     ("docker", ["make", "docker"]),

@@ -1,7 +1,9 @@
-"""Shared pytest fixtures: the repository root; Docker tests skip with a clear reason when no engine runs."""
+"""Shared pytest fixtures: the repository root; Docker tests skip with a clear reason when no engine runs; in
+pytest-xdist workers, the cores shared out and the long files first (agentrl.devtools.test_workers)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -9,7 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from agentrl.devtools.test_workers import THREADS_ENV, long_files_first, start_rank, worker_threads
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    threads = worker_threads(len(os.sched_getaffinity(0)), os.environ)
+    if threads is not None:
+        import torch
+
+        os.environ[THREADS_ENV] = str(threads)  # the agentrl processes this worker starts
+        torch.set_num_threads(threads)
 
 
 def _docker_available() -> bool:
@@ -18,7 +31,16 @@ def _docker_available() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode == 0
 
 
+def rank_of(item: pytest.Item) -> int:
+    return start_rank(
+        item.get_closest_marker("slow") is not None, item.get_closest_marker("docker") is not None
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ:  # every worker collects; all of them reorder alike
+        order = long_files_first([(item.nodeid.split("::")[0], rank_of(item)) for item in items])
+        items[:] = [items[index] for index in order]
     if not any(item.get_closest_marker("docker") for item in items) or _docker_available():
         return
     skip = pytest.mark.skip(reason="no Docker engine answers `docker info`; run `make setup`")

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from stored_runs import TINY_MAZE_STUDY_OVERRIDES, run_study
 
@@ -71,6 +72,7 @@ def study(repo_root: Path, root: Path, *args: str) -> subprocess.CompletedProces
     return run_study(repo_root, root, "tiny", *args)
 
 
+@pytest.mark.slow  # trains 2 arms x 2 seeds: two minutes in a test worker
 def test_a_two_arm_two_seed_study_plans_runs_resumes_and_reports(
     repo_root: Path, tmp_path: Path, tiny_model: Path
 ) -> None:

@@ -158,6 +158,7 @@ def workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return work, throwaway_venv(tmp_path / "env")
 
 
+@pytest.mark.slow  # README's commands, trainings included: a minute and more
 def test_the_walkthrough(workspace: tuple[Path, dict[str, str]], tiny_model: Path) -> None:
     work, env = workspace
     for step in STEPS:
