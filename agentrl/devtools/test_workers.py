@@ -5,9 +5,9 @@ What this is, for tests/conftest.py:
 - `worker_threads(cores, workers, environ)`: the intra-op threads a worker (and the `agentrl` processes it
   starts, through `OMP_NUM_THREADS`) should use: the cores shared out, at least one; None where the caller set
   `OMP_NUM_THREADS` itself or pytest runs in one process. Two workers that each run PyTorch's default of a
-  thread per core on the same two cores spin against each other: on a 2-core CPU without native bf16, the
-  cached engine's and the CLI's test files in two workers took 207 s with the default threads and 126 s
-  with one thread each (docs/benchmarks.md, "How long `make test` takes").
+  thread per core on the same cores spin against each other (bench/cpu_contention.py: a 2-thread job beside
+  one busy loop kept 0.27 of its speed, a 1-thread job alone 0.66); `make test`'s time with and without
+  this is in docs/benchmarks.md, "How long `make test` takes".
 - `long_files_first(tests)`: the order of the test files: those with a `slow` test (the real model, a
   training) first, then those with a `docker` test, then the rest (pure logic, mostly under a second a
   test), each group in collection order. With `--dist loadfile --no-loadscope-reorder` xdist hands the
