@@ -11,13 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from agentrl.devtools.test_workers import THREADS_ENV, long_files_first, start_rank, worker_threads
+from agentrl.devtools.test_workers import (
+    THREADS_ENV,
+    long_files_first,
+    start_rank,
+    usable_cores,
+    worker_threads,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    threads = worker_threads(len(os.sched_getaffinity(0)), os.environ)
+    threads = worker_threads(usable_cores(), os.environ)
     if threads is not None:
         import torch
 

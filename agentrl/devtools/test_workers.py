@@ -2,12 +2,13 @@
 the test files reach the workers.
 
 What this is, for tests/conftest.py:
-- `worker_threads(cores, workers, environ)`: the intra-op threads a worker (and the `agentrl` processes it
-  starts, through `OMP_NUM_THREADS`) should use: the cores shared out, at least one; None where the caller set
-  `OMP_NUM_THREADS` itself or pytest runs in one process. Two workers that each run PyTorch's default of a
-  thread per core on the same cores spin against each other (bench/cpu_contention.py: a 2-thread job beside
-  one busy loop kept 0.27 of its speed, a 1-thread job alone 0.66); `make test`'s time with and without
-  this is in docs/benchmarks.md, "How long `make test` takes".
+- `worker_threads(cores, environ)`: the intra-op threads a worker (and the `agentrl` processes it
+  starts, through `OMP_NUM_THREADS`) should use: the cores (`usable_cores()`) shared out, at least one;
+  None where the caller set `OMP_NUM_THREADS` itself or pytest runs in one process. Two workers that each
+  run PyTorch's default of a thread per core on the same cores spin against each other
+  (bench/cpu_contention.py: a 2-thread job beside one busy loop kept 0.27 of its speed, a 1-thread job
+  alone 0.66); `make test`'s time with and without this is in docs/benchmarks.md, "How long `make test`
+  takes".
 - `long_files_first(tests)`: the order of the test files: those with a `slow` test (the real model, a
   training) first, then those with a `docker` test, then the rest (pure logic, mostly under a second a
   test), each group in collection order. With `--dist loadfile --no-loadscope-reorder` xdist hands the
@@ -21,10 +22,18 @@ What this is not: a scheduler (xdist's loadfile mode hands the files out) or a t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 THREADS_ENV = "OMP_NUM_THREADS"
 WORKER_COUNT_ENV = "PYTEST_XDIST_WORKER_COUNT"  # set by pytest-xdist in each worker
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def worker_threads(cores: int, environ: Mapping[str, str]) -> int | None:
