@@ -10,12 +10,13 @@ pytest's output to DIR/pytest.log; `--wipe` first deletes every `agentrl/*` imag
 cache and sets PIP_NO_CACHE_DIR (a fresh machine but for its Debian packages, which stay installed). Then, or
 with `--logs DIR` alone, it reads those two files into `bench/results/make_test_time.json` under `--label`
 (other labels already there are kept): the phases, their total, pytest's summary line and its 20 slowest
-tests, with the CPU they ran on (`--logs`: this machine's) and, with `--run`, the commit. The baseline is
+tests, with the CPU they ran on (`--logs`: this machine's) and the commit of the clone they ran in (none for
+a folder without one: its note names the commit). The baseline is
 another label of the same file (e.g. before and after a change, on one machine).
 
 The rows before and after issue 55's changes were timed by a shell loop of these same steps before this
-script existed, and the 2026-12-07 rows (pytest alone, serial and in two workers, on a CPU without native
-bf16) by hand; all were read in with `--logs`, so `--run` itself has not run yet.
+script existed, and the first two 2026-12-07 rows (pytest alone, serial and in two workers, on a CPU without
+native bf16) by hand; those were read in with `--logs`. The later rows ran with `--run`.
 
 What this is not: `make test` itself (CI runs that), or a measurement of installing the Debian packages.
 """
@@ -94,6 +95,18 @@ def read_logs(folder: Path) -> dict[str, Any]:
     }
 
 
+def run_commit(folder: Path) -> str | None:
+    """The commit the phases ran at: that of `folder`/clone, which `--run` makes (this checkout's HEAD may
+    have moved on while they ran); None for a folder without one (earlier runs: their notes name it)."""
+    clone = folder / "clone"
+    if not (clone / ".git").exists():
+        return None
+    sys.path.insert(0, str(ROOT))
+    from agentrl.evidence import commit_of
+
+    return commit_of(clone)
+
+
 def provenance(header: dict[str, Any]) -> dict[str, Any]:
     """What a row was measured on and at: the commit and the machine (cores, CPU model and flags) of a
     result's `harness` block. Each row keeps its own, since the file's block names only the last writer."""
@@ -133,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         run_phases(folder, args.wipe)
     out = harness.out_path(args, "make_test_time")
     earlier = json.loads(out.read_text()) if out is not None and out.is_file() else {}
-    # `--logs`: an earlier run on this machine, at a commit only its note can name
-    measured = provenance({"machine": harness.machine(), "commit": harness.commit() if args.run else None})
+    measured = provenance({"machine": harness.machine(), "commit": run_commit(folder)})
     row = {**read_logs(folder), "wiped": args.wipe, "note": args.note, **measured}
     runs = {**rows_with_provenance(earlier), args.label: row}
     harness.emit("make_test_time", {"runs": runs}, baseline="the file's other label", out=out, argv=argv)

@@ -3,6 +3,7 @@ read from a run's folder (pure parsing; the run itself is a half-hour `make test
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from bench_scripts import load_bench
@@ -52,3 +53,19 @@ def test_each_row_keeps_the_machine_it_was_measured_on() -> None:
         {"harness": intel, "runs": {"after": {**rows["after"], "total_s": 1.0}}}
     )
     assert kept["after"]["machine"]["cpu_model"] == "AMD EPYC"  # a row's own provenance wins over the block's
+
+
+def test_a_row_names_the_commit_of_the_clone_it_ran_in(tmp_path: Path) -> None:
+    bench = load_bench("make_test_time")
+    assert bench.run_commit(tmp_path) is None  # an earlier run's folder: its note names the commit
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(clone)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (clone / "a.txt").write_text("a")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
+    assert bench.run_commit(tmp_path) == head.strip()
+    (clone / "a.txt").write_text("b")
+    assert bench.run_commit(tmp_path) == head.strip() + "+dirty"
