@@ -81,12 +81,12 @@ def machine() -> dict[str, Any]:
     }
 
 
-def commit() -> str:
-    """The checkout's commit, "+dirty" when tracked files differ."""
+def commit(checkout: Path = ROOT) -> str:
+    """The commit of a checkout (this one by default), "+dirty" when tracked files differ."""
     sys.path.insert(0, str(ROOT))
     from agentrl.evidence import commit_of
 
-    return commit_of(ROOT)
+    return commit_of(checkout)
 
 
 def timed(work: Callable[[], object], warmup: int = 1, rounds: int = 5) -> dict[str, Any]:

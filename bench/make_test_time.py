@@ -99,12 +99,7 @@ def run_commit(folder: Path) -> str | None:
     """The commit the phases ran at: that of `folder`/clone, which `--run` makes (this checkout's HEAD may
     have moved on while they ran); None for a folder without one (earlier runs: their notes name it)."""
     clone = folder / "clone"
-    if not (clone / ".git").exists():
-        return None
-    sys.path.insert(0, str(ROOT))
-    from agentrl.evidence import commit_of
-
-    return commit_of(clone)
+    return harness.commit(clone) if (clone / ".git").exists() else None
 
 
 def provenance(header: dict[str, Any]) -> dict[str, Any]:
